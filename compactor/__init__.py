@@ -1,0 +1,72 @@
+"""compactor: keeps LLM agents inside their context window without losing anything.
+
+Wrap a completion function (or call ``compact()`` before each call); as the window fills, old
+tool results are offloaded in tiers, and every full output stays readable through the
+``READ_TOOL_RESULT`` tool.
+"""
+
+import os as _os
+
+# litellm must read its bundled model map, never fetch one: these machines may be offline.
+_os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from compactor.compactor import Compactor, CompactResult
+from compactor.config import CompactorConfig
+from compactor.errors import (
+    CompactorError,
+    ConfigError,
+    ContextExhaustedError,
+    InvalidMessagesError,
+    InvalidSessionIdError,
+    StoreError,
+)
+from compactor.events import (
+    CompactionEvent,
+    Event,
+    FailedEvent,
+    ModelCallEvent,
+    ReplanEvent,
+    RunStartedEvent,
+    SummaryFailedEvent,
+    ToolResultEvent,
+)
+from compactor.stores import (
+    DiskToolResultStore,
+    JsonlSessionStore,
+    MemorySessionStore,
+    MemoryToolResultStore,
+    SessionKey,
+    SessionStore,
+    ToolResultStore,
+)
+from compactor.tokens import TokenMeter
+from compactor.tool import TOOL_NAME
+
+__all__ = [
+    "TOOL_NAME",
+    "CompactResult",
+    "CompactionEvent",
+    "Compactor",
+    "CompactorConfig",
+    "CompactorError",
+    "ConfigError",
+    "ContextExhaustedError",
+    "DiskToolResultStore",
+    "Event",
+    "FailedEvent",
+    "InvalidMessagesError",
+    "InvalidSessionIdError",
+    "JsonlSessionStore",
+    "MemorySessionStore",
+    "MemoryToolResultStore",
+    "ModelCallEvent",
+    "ReplanEvent",
+    "RunStartedEvent",
+    "SessionKey",
+    "SessionStore",
+    "StoreError",
+    "SummaryFailedEvent",
+    "TokenMeter",
+    "ToolResultEvent",
+    "ToolResultStore",
+]

@@ -1,0 +1,166 @@
+"""What compactor reads from model calls: usage, finish reasons, context errors, streams.
+
+Responses are read by shape (attribute or key), so litellm's ``ModelResponse``, the OpenAI
+SDK's ``ChatCompletion`` and plain dicts all work. Exception types are looked up in
+``sys.modules`` rather than imported: an error from litellm means litellm is already loaded,
+and ``import compactor`` must never pay for importing it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The token usage a provider reported for one call."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None
+
+
+def field(obj: object, name: str) -> Any:
+    """``obj.name`` or ``obj[name]``, whichever the response has; None if neither."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def usage_of(response: object) -> Usage | None:
+    """The usage of a response or of a stream's final chunk; None if it carries none."""
+    usage = field(response, "usage")
+    if usage is None:
+        return None
+    details = field(usage, "prompt_tokens_details")
+    cached = field(details, "cached_tokens") if details is not None else None
+    return Usage(
+        _int(field(usage, "prompt_tokens")),
+        _int(field(usage, "completion_tokens")),
+        _int(cached),
+    )
+
+
+def finish_reason_of(response: object) -> str | None:
+    """The finish reason of the first choice, if any."""
+    choices = field(response, "choices") or ()
+    for choice in choices:
+        reason = field(choice, "finish_reason")
+        if reason:
+            return str(reason)
+    return None
+
+
+def is_context_error(exc: BaseException) -> bool:
+    """Whether a call failed because its input did not fit the model's context window."""
+    litellm = sys.modules.get("litellm")
+    if litellm is not None and isinstance(exc, litellm.ContextWindowExceededError):
+        return True
+    openai = sys.modules.get("openai")
+    if openai is not None and isinstance(exc, openai.BadRequestError):
+        return getattr(exc, "code", None) == "context_length_exceeded"
+    return False
+
+
+def _int(value: object) -> int | None:
+    return int(value) if isinstance(value, int | float) else None
+
+
+class _Watch:
+    """Collects usage and finish reason from stream chunks and reports them once, at the end."""
+
+    def __init__(self, on_end: Callable[[Usage | None, str | None], None]) -> None:
+        self._on_end = on_end
+        self._usage: Usage | None = None
+        self._finish: str | None = None
+        self._ended = False
+
+    def see(self, chunk: object) -> None:
+        self._usage = usage_of(chunk) or self._usage
+        self._finish = finish_reason_of(chunk) or self._finish
+
+    def end(self) -> None:
+        if not self._ended:
+            self._ended = True
+            self._on_end(self._usage, self._finish)
+
+
+class UsageStream:
+    """A sync stream passed through chunk by chunk; usage is recorded when it ends."""
+
+    def __init__(self, stream: Any, on_end: Callable[[Usage | None, str | None], None]) -> None:
+        self._stream = stream
+        self._chunks: Iterator[Any] = iter(stream)
+        self._watch = _Watch(on_end)
+
+    def __iter__(self) -> UsageStream:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            self._watch.end()
+            raise
+        self._watch.see(chunk)
+        return chunk
+
+    def __enter__(self) -> UsageStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the underlying stream (if it can be) and record what was seen."""
+        self._watch.end()
+        close = getattr(self._stream, "close", None)
+        if callable(close):
+            close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class AsyncUsageStream:
+    """An async stream passed through chunk by chunk; usage is recorded when it ends."""
+
+    def __init__(self, stream: Any, on_end: Callable[[Usage | None, str | None], None]) -> None:
+        self._stream = stream
+        self._chunks: AsyncIterator[Any] = stream.__aiter__()
+        self._watch = _Watch(on_end)
+
+    def __aiter__(self) -> AsyncUsageStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            chunk = await self._chunks.__anext__()
+        except StopAsyncIteration:
+            self._watch.end()
+            raise
+        self._watch.see(chunk)
+        return chunk
+
+    async def __aenter__(self) -> AsyncUsageStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the underlying stream (if it can be) and record what was seen."""
+        self._watch.end()
+        for name in ("aclose", "close"):
+            close = getattr(self._stream, name, None)
+            if callable(close):
+                result = close()
+                if hasattr(result, "__await__"):
+                    await result
+                return
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)

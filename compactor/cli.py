@@ -1,0 +1,133 @@
+"""The ``compactor`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from compactor.compactor import Compactor
+from compactor.config import CompactorConfig
+from compactor.events import CompactionEvent, ModelCallEvent
+from compactor.messages import Message
+from compactor.testing import FakeCompletion
+from compactor.tool import TOOL_NAME
+
+_DEMO_MODULES = (
+    "textwrap.py",
+    "shlex.py",
+    "json/decoder.py",
+    "string.py",
+    "bisect.py",
+    "heapq.py",
+    "fnmatch.py",
+    "glob.py",
+    "calendar.py",
+    "getopt.py",
+)
+_READ_FILE = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a file of the Python standard library.",
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    },
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``compactor`` command."""
+    parser = argparse.ArgumentParser(prog="compactor", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="an offline scripted agent whose context fills up")
+    demo.add_argument("--window", type=int, default=16_000, help="context window in tokens")
+    demo.add_argument("--home", type=Path, help="store folder (default: a temporary one)")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        return _demo(args.window, args.home)
+    return 2
+
+
+def _demo(window: int, home: Path | None) -> int:
+    """A scripted agent reads standard-library modules until its context fills up."""
+    with tempfile.TemporaryDirectory() as scratch:
+        compactor = Compactor(
+            "gpt-4o", config=CompactorConfig(context_window=window), home=home or Path(scratch)
+        )
+        fake = FakeCompletion("gpt-4o", scale=1.05)
+        for number, module in enumerate(_DEMO_MODULES):
+            fake.enqueue(None, tool_calls=[(f"call_{number}", "read_file", {"path": module})])
+        fake.enqueue(
+            None,
+            tool_calls=[
+                ("call_read", TOOL_NAME, {"tool_call_id": "call_0", "offset": 0, "limit": 400})
+            ],
+        )
+        fake.enqueue("Done: textwrap wraps with TextWrapper.")
+        messages = _run_agent(compactor, fake)
+        _report(compactor, messages, window)
+    return 0
+
+
+def _run_agent(compactor: Compactor, fake: FakeCompletion) -> list[Message]:
+    completion = compactor.wrap(fake)
+    messages: list[Message] = [
+        {"role": "system", "content": "You are a coding agent. Use read_file to read modules."},
+        {"role": "user", "content": "Read the text-processing modules and explain textwrap."},
+    ]
+    print(f"{'call':>4}  {'estimate':>8}  {'sent':>6}  {'usage':>6}  tier")
+    while True:
+        response = completion(messages=messages, tools=[_READ_FILE], session_id="demo")
+        message = response["choices"][0]["message"]
+        messages.append(message)
+        _print_call(compactor, len(fake.requests))
+        if not message.get("tool_calls"):
+            return messages
+        messages.extend(_execute(compactor, call) for call in message["tool_calls"])
+
+
+def _execute(compactor: Compactor, call: dict[str, Any]) -> Message:
+    if call["function"]["name"] == TOOL_NAME:
+        return compactor.handle_tool_call("demo", call)
+    path = json.loads(call["function"]["arguments"])["path"]
+    source = Path(sysconfig.get_paths()["stdlib"], path).read_text(encoding="utf-8")
+    return {"role": "tool", "tool_call_id": call["id"], "content": source}
+
+
+def _print_call(compactor: Compactor, number: int) -> None:
+    events = compactor.events("demo")
+    call = next(e for e in reversed(events) if isinstance(e, ModelCallEvent))
+    since = events[events.index(call) - 1 :: -1]
+    tiers = []
+    for event in since:
+        if isinstance(event, ModelCallEvent):
+            break
+        if isinstance(event, CompactionEvent):
+            tiers.append(f"{event.tier} ({len(event.archived)} archived)")
+    sent = call.estimated_input_tokens or 0
+    window = compactor.window
+    print(
+        f"{number:>4}  {sent:>8,}  {call.reported_input_tokens or 0:>6,}  "
+        f"{sent / window:>6.0%}  {', '.join(reversed(tiers)) or '-'}"
+    )
+
+
+def _report(compactor: Compactor, messages: list[Message], window: int) -> None:
+    read = next(m for m in messages if m.get("tool_call_id") == "call_read")
+    print(f"\nThe agent paged an archived result back (window {window:,} tokens):")
+    print("  " + read["content"].replace("\n", "\n  ")[:600])
+    archived = [e for e in compactor.events("demo") if isinstance(e, CompactionEvent)]
+    print(f"\n{len(archived)} compaction events; every tool result is still readable.")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Errors raised by compactor.
+
+Errors meant for the model (a bad ``READ_TOOL_RESULT`` id or offset) are never raised: they are
+answered as tool text. Everything here is meant for the developer.
+
+The tree::
+
+    CompactorError
+    ├── ConfigError (ValueError)             bad configuration, unknown model window
+    ├── InvalidMessagesError (ValueError)    a malformed chat history, before anything is sent
+    ├── InvalidSessionIdError (ValueError)   an id that could name a path outside the store
+    ├── ContextExhaustedError                the context cannot be brought under the window
+    └── StoreError                           a store failed or refused an operation
+"""
+
+from __future__ import annotations
+
+
+class CompactorError(Exception):
+    """Base class of every error compactor raises."""
+
+
+class ConfigError(CompactorError, ValueError):
+    """The configuration is invalid, or a needed value (such as the window) is unknown."""
+
+
+class InvalidMessagesError(CompactorError, ValueError):
+    """A chat history is malformed.
+
+    Attributes:
+        index: position of the offending message in the caller's list.
+        problem: what is wrong with it.
+    """
+
+    def __init__(self, index: int, problem: str) -> None:
+        super().__init__(f"messages[{index}]: {problem}")
+        self.index = index
+        self.problem = problem
+
+
+class InvalidSessionIdError(CompactorError, ValueError):
+    """A session, tenant or user id is not allowed (path separators, ``..``, too long, ...)."""
+
+
+class ContextExhaustedError(CompactorError):
+    """The context cannot be brought under the window; nothing over the window is sent.
+
+    Attributes:
+        session_id: the session.
+        run_id: the run whose compaction budget was spent, if known.
+        tokens: the estimated input tokens of the smallest context compactor could build.
+        window: the input tokens available.
+        attempts: summary attempts and replans made in this run.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str,
+        run_id: str | None,
+        tokens: int,
+        window: int,
+        attempts: int,
+    ) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.run_id = run_id
+        self.tokens = tokens
+        self.window = window
+        self.attempts = attempts
+
+
+class StoreError(CompactorError):
+    """A store failed, or refused an operation."""

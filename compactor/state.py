@@ -1,0 +1,150 @@
+"""The middleware state of a session, as a fold over its events.
+
+Nothing here is stored on its own: the state is rebuilt from the session's log by applying each
+event in order, so the log stays the one source of truth, and a new process (or a new
+``Compactor`` on the same home) continues exactly where the last one stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from compactor.events import (
+    CompactionEvent,
+    Event,
+    Level,
+    ModelCallEvent,
+    ReplanEvent,
+    RunStartedEvent,
+    SummaryFailedEvent,
+    ToolResultEvent,
+)
+from compactor.tokens import Anchor
+
+
+@dataclass(frozen=True)
+class ResultInfo:
+    """A tool result kept in full in the tool-result store."""
+
+    handle: str
+    tool_call_id: str
+    chars: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Condensed:
+    """A summary or replan standing for the caller's messages ``head`` to ``covered``."""
+
+    kind: Literal["summary", "replan"]
+    head: int
+    covered: int
+    covered_digest: str
+    summary: str
+    plan: str
+    handles: tuple[str, ...]
+
+
+@dataclass
+class SessionState:
+    """What compactor remembers about one session."""
+
+    handles: dict[str, str] = field(default_factory=dict)
+    """Digest of a tool message -> its handle."""
+    results: dict[str, ResultInfo] = field(default_factory=dict)
+    """Handle -> the stored result, oldest first."""
+    archive: dict[str, Level] = field(default_factory=dict)
+    """Handle -> how it is shown when archived. Archived stays archived: the prefix is stable."""
+    anchor: Anchor | None = None
+    raise_tier: bool = False
+    run_id: str | None = None
+    attempts: int = 0
+    """Summary attempts made in the current run."""
+    replans: int = 0
+    """Replans made in the current run."""
+    condensed: Condensed | None = None
+
+    def apply(self, event: Event) -> None:
+        """Fold one event into the state."""
+        if isinstance(event, ToolResultEvent):
+            self._apply_result(event)
+        elif isinstance(event, ModelCallEvent):
+            self._apply_call(event)
+        elif isinstance(event, CompactionEvent):
+            self._apply_compaction(event)
+        elif isinstance(event, SummaryFailedEvent):
+            self.attempts += 1
+        elif isinstance(event, ReplanEvent):
+            self._apply_replan(event)
+        elif isinstance(event, RunStartedEvent):
+            self.run_id, self.attempts, self.replans = event.run_id, 0, 0
+
+    def new_handle(self, tool_call_id: str) -> str:
+        """A handle for a new result: its tool_call_id, suffixed when a provider reused it."""
+        if tool_call_id not in self.results:
+            return tool_call_id
+        number = 2
+        while f"{tool_call_id}#{number}" in self.results:
+            number += 1
+        return f"{tool_call_id}#{number}"
+
+    def archived_handles(self) -> list[str]:
+        """Handles of every stored result not shown in full, oldest first."""
+        covered = set(self.condensed.handles) if self.condensed else set()
+        return [h for h in self.results if h in self.archive or h in covered]
+
+    def _apply_result(self, event: ToolResultEvent) -> None:
+        self.handles[event.digest] = event.handle
+        self.results[event.handle] = ResultInfo(
+            event.handle, event.tool_call_id, event.chars, event.tokens
+        )
+
+    def _apply_call(self, event: ModelCallEvent) -> None:
+        self.raise_tier = event.raise_tier
+        if (
+            event.reported_input_tokens
+            and event.local_input_tokens
+            and event.sent_digest is not None
+            and event.sent_count is not None
+        ):
+            self.anchor = Anchor(
+                event.reported_input_tokens,
+                event.local_input_tokens,
+                event.sent_digest,
+                event.sent_count,
+                event.output_tokens,
+            )
+
+    def _apply_compaction(self, event: CompactionEvent) -> None:
+        self.raise_tier = False
+        if event.tier == "summary":
+            self.attempts += 1
+            assert event.covered is not None and event.covered_digest is not None
+            assert event.head is not None and event.summary is not None
+            self.condensed = Condensed(
+                "summary",
+                event.head,
+                event.covered,
+                event.covered_digest,
+                event.summary,
+                "",
+                tuple(event.archived),
+            )
+            return
+        level: Level = "pointer" if event.tier == "offload" else "placeholder"
+        for handle in event.archived:
+            self.archive[handle] = level
+
+    def _apply_replan(self, event: ReplanEvent) -> None:
+        self.raise_tier = False
+        self.replans += 1
+        self.condensed = Condensed(
+            "replan",
+            event.head,
+            event.covered,
+            event.covered_digest,
+            event.summary,
+            event.plan,
+            tuple(event.archived),
+        )
