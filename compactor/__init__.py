@@ -1,8 +1,8 @@
 """compactor: keeps LLM agents inside their context window without losing anything.
 
 Wrap a completion function (or call ``compact()`` before each call); as the window fills, old
-tool results are offloaded in tiers, and every full output stays readable through the
-``READ_TOOL_RESULT`` tool.
+tool results are offloaded in tiers, an LLM summarises at the very top, and every full output
+stays readable through the ``READ_TOOL_RESULT`` tool.
 """
 
 import os as _os
@@ -10,7 +10,9 @@ import os as _os
 # litellm must read its bundled model map, never fetch one: these machines may be offline.
 _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from compactor.compactor import Compactor, CompactResult
+from compactor.adapters.litellm import LiteLLMSummarizer
+from compactor.compaction import CompactResult
+from compactor.compactor import Compactor
 from compactor.config import CompactorConfig
 from compactor.errors import (
     CompactorError,
@@ -19,6 +21,7 @@ from compactor.errors import (
     InvalidMessagesError,
     InvalidSessionIdError,
     StoreError,
+    SummarizerError,
 )
 from compactor.events import (
     CompactionEvent,
@@ -39,6 +42,7 @@ from compactor.stores import (
     SessionStore,
     ToolResultStore,
 )
+from compactor.summarizer import Summarizer, SummaryReply, SummaryRequest
 from compactor.tokens import TokenMeter
 from compactor.tool import TOOL_NAME
 
@@ -57,6 +61,7 @@ __all__ = [
     "InvalidMessagesError",
     "InvalidSessionIdError",
     "JsonlSessionStore",
+    "LiteLLMSummarizer",
     "MemorySessionStore",
     "MemoryToolResultStore",
     "ModelCallEvent",
@@ -65,7 +70,11 @@ __all__ = [
     "SessionKey",
     "SessionStore",
     "StoreError",
+    "Summarizer",
+    "SummarizerError",
     "SummaryFailedEvent",
+    "SummaryReply",
+    "SummaryRequest",
     "TokenMeter",
     "ToolResultEvent",
     "ToolResultStore",

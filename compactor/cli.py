@@ -15,7 +15,7 @@ from compactor.compactor import Compactor
 from compactor.config import CompactorConfig
 from compactor.events import CompactionEvent, ModelCallEvent
 from compactor.messages import Message
-from compactor.testing import FakeCompletion
+from compactor.testing import FakeCompletion, ScriptedSummarizer
 from compactor.tool import TOOL_NAME
 
 _DEMO_MODULES = (
@@ -61,7 +61,10 @@ def _demo(window: int, home: Path | None) -> int:
     """A scripted agent reads standard-library modules until its context fills up."""
     with tempfile.TemporaryDirectory() as scratch:
         compactor = Compactor(
-            "gpt-4o", config=CompactorConfig(context_window=window), home=home or Path(scratch)
+            "gpt-4o",
+            config=CompactorConfig(context_window=window),
+            home=home or Path(scratch),
+            summarizer=ScriptedSummarizer(),
         )
         fake = FakeCompletion("gpt-4o", scale=1.05)
         for number, module in enumerate(_DEMO_MODULES):

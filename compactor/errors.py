@@ -10,6 +10,7 @@ The tree::
     ├── InvalidMessagesError (ValueError)    a malformed chat history, before anything is sent
     ├── InvalidSessionIdError (ValueError)   an id that could name a path outside the store
     ├── ContextExhaustedError                the context cannot be brought under the window
+    ├── SummarizerError                      a summary or replan call failed (a failed attempt)
     └── StoreError                           a store failed or refused an operation
 """
 
@@ -69,6 +70,14 @@ class ContextExhaustedError(CompactorError):
         self.tokens = tokens
         self.window = window
         self.attempts = attempts
+
+
+class SummarizerError(CompactorError):
+    """A summary or replan call raised, timed out, or could not be read.
+
+    Compactor records it as a failed attempt and moves on to the next tier; it only reaches
+    the caller as the cause of a ContextExhaustedError.
+    """
 
 
 class StoreError(CompactorError):

@@ -29,6 +29,7 @@ class ResultInfo:
 
     handle: str
     tool_call_id: str
+    tool: str
     chars: int
     tokens: int
 
@@ -97,7 +98,7 @@ class SessionState:
     def _apply_result(self, event: ToolResultEvent) -> None:
         self.handles[event.digest] = event.handle
         self.results[event.handle] = ResultInfo(
-            event.handle, event.tool_call_id, event.chars, event.tokens
+            event.handle, event.tool_call_id, event.tool_name, event.chars, event.tokens
         )
 
     def _apply_call(self, event: ModelCallEvent) -> None:

@@ -1,4 +1,4 @@
-"""Test doubles for agents built on compactor: a scripted completion function.
+"""Test doubles for agents built on compactor: a scripted completion and a scripted summarizer.
 
 ``FakeCompletion`` stands in for ``litellm.completion`` (and ``.acompletion`` for
 ``litellm.acompletion``): queue replies with ``enqueue()``, and each call answers the next one,
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compactor.messages import Message
+from compactor.summarizer import SummaryReply, SummaryRequest
 from compactor.tokens import TokenMeter
 
 
@@ -122,3 +123,45 @@ def shared_prefix_tokens(
             break
         total += meter.message_tokens(now)
     return total
+
+
+@dataclass
+class ScriptedSummarizer:
+    """A summarizer that needs no model: fixed-length summaries and plans, or scripted ones.
+
+    Args:
+        words: the length of every default summary and plan.
+    """
+
+    words: int = 150
+    requests: list[SummaryRequest] = field(default_factory=list)
+    """Every request received."""
+    _script: deque[str | Exception] = field(default_factory=deque)
+
+    def enqueue(self, text: str | Exception) -> None:
+        """Answer the next request with ``text``, or raise it if it is an exception."""
+        self._script.append(text)
+
+    def summarize(self, request: SummaryRequest) -> SummaryReply:
+        """Answer from the script, or with a fixed-length text."""
+        self.requests.append(request)
+        scripted = self._script.popleft() if self._script else None
+        if isinstance(scripted, Exception):
+            raise scripted
+        text = scripted if scripted is not None else self._default(request)
+        return SummaryReply(
+            text, input_tokens=_chars(request) // 4, output_tokens=len(text) // 4, cost_usd=0.0
+        )
+
+    async def asummarize(self, request: SummaryRequest) -> SummaryReply:
+        """The async twin of ``summarize``."""
+        return self.summarize(request)
+
+    def _default(self, request: SummaryRequest) -> str:
+        label = "Summary" if request.kind == "summary" else "Plan"
+        filler = " ".join(f"point{number}" for number in range(self.words - 3))
+        return f"{label} {len(self.requests)}: {filler}."
+
+
+def _chars(request: SummaryRequest) -> int:
+    return sum(len(str(message.get("content") or "")) for message in request.messages)

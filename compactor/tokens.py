@@ -120,6 +120,20 @@ def model_window(model: str, context_window: int | None = None) -> int:
     return window
 
 
+def cost_usd(model: str, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
+    """What a call costs at the model's prices in litellm's model map (0.0 if unknown).
+
+    Cached input tokens are billed at the cache-read price where the map has one.
+    """
+    entry = model_info(model) or {}
+    uncached = entry.get("input_cost_per_token") or 0.0
+    cached = entry.get("cache_read_input_token_cost")
+    cached = uncached if cached is None else cached
+    output = entry.get("output_cost_per_token") or 0.0
+    fresh = max(input_tokens - cached_tokens, 0)
+    return float(fresh * uncached + cached_tokens * cached + output_tokens * output)
+
+
 def encoding_name(model: str) -> str:
     """The offline tokenizer used for a model: a tiktoken encoding, or ``deepseek``."""
     base = model.rsplit("/", 1)[-1].lower()

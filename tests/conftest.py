@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from compactor import Compactor, CompactorConfig, MemorySessionStore, MemoryToolResultStore
+from compactor.testing import ScriptedSummarizer
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 OPENAI_URL = "https://api.openai.com/v1/chat/completions"
@@ -77,15 +79,23 @@ def sized(number: int, tokens: int) -> str:
 def make_compactor(tmp_path: Path) -> Callable[..., Compactor]:
     """Build a Compactor for gpt-4o on memory stores (or on ``tmp_path`` with ``disk=True``)."""
 
-    def make(window: int = 8000, *, disk: bool = False, **settings: Any) -> Compactor:
+    def make(
+        window: int = 8000,
+        *,
+        disk: bool = False,
+        summarizer: Any = None,
+        **settings: Any,
+    ) -> Compactor:
         config = CompactorConfig(context_window=window, **settings)
+        summarizer = summarizer or ScriptedSummarizer()
         if disk:
-            return Compactor("gpt-4o", config=config, home=tmp_path / "home")
+            return Compactor("gpt-4o", config=config, home=tmp_path / "home", summarizer=summarizer)
         return Compactor(
             "gpt-4o",
             config=config,
             tool_results=MemoryToolResultStore(),
             sessions=MemorySessionStore(),
+            summarizer=summarizer,
         )
 
     return make
@@ -160,6 +170,22 @@ CONTEXT_ERROR = {
         "code": "context_length_exceeded",
     }
 }
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail any connection that leaves this machine: tests mock providers at the HTTP layer."""
+    connect = socket.socket.connect
+
+    def guarded(self: socket.socket, address: Any) -> Any:
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and not (
+            host.startswith(("127.", "::1", "/")) or host == "localhost"
+        ):
+            raise ConnectionError(f"tests must not reach the network (tried {address!r})")
+        return connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
 
 
 @pytest.fixture

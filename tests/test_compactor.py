@@ -110,7 +110,7 @@ def test_usage_over_the_summary_line_tries_placeholders_first(
 def test_a_history_that_cannot_fit_raises_and_logs_failed(
     make_compactor: Callable[..., Compactor],
 ) -> None:
-    compactor = make_compactor(2000)
+    compactor = make_compactor(2000, max_summary_attempts=0, max_replans=0)
     messages = history(["ok"])
     messages[1]["content"] = big(1, 20_000)  # the task alone is over the window
     with pytest.raises(ContextExhaustedError) as caught:
@@ -119,10 +119,10 @@ def test_a_history_that_cannot_fit_raises_and_logs_failed(
     assert isinstance(compactor.events("s")[-1], FailedEvent)
 
 
-def test_over_the_line_but_inside_the_window_is_sent(
+def test_over_the_line_but_inside_the_window_is_sent_when_the_budget_is_spent(
     make_compactor: Callable[..., Compactor],
 ) -> None:
-    compactor = make_compactor(4000)
+    compactor = make_compactor(4000, max_summary_attempts=0, max_replans=0)
     messages = history(["ok"])
     messages[1]["content"] = sized(1, 3900)
     result = compactor.compact(messages, session_id="s")

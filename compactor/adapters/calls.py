@@ -8,6 +8,7 @@ and ``import compactor`` must never pay for importing it.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -63,6 +64,17 @@ def is_context_error(exc: BaseException) -> bool:
     if openai is not None and isinstance(exc, openai.BadRequestError):
         return getattr(exc, "code", None) == "context_length_exceeded"
     return False
+
+
+_COUNTED = re.compile(
+    r"(?:resulted in|prompt is too long:?|requested) (\d[\d,]*) (?:input )?tokens"
+)
+
+
+def counted_tokens(exc: BaseException) -> int | None:
+    """The input tokens a provider says a rejected request had, if its message says so."""
+    match = _COUNTED.search(str(exc))
+    return int(match[1].replace(",", "")) if match else None
 
 
 def _int(value: object) -> int | None:
