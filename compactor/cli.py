@@ -51,10 +51,92 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="an offline scripted agent whose context fills up")
     demo.add_argument("--window", type=int, default=16_000, help="context window in tokens")
     demo.add_argument("--home", type=Path, help="store folder (default: a temporary one)")
+    _bench_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "demo":
         return _demo(args.window, args.home)
+    if args.command == "bench":
+        return _bench(args)
     return 2
+
+
+def _bench_parser(commands: Any) -> None:
+    bench = commands.add_parser(
+        "bench",
+        help="token-savings benchmark: policies side by side, offline",
+        description="Replay agent sessions through context policies side by side (no compaction, "
+        "compactor, observation masking, LangChain, pydantic-ai-harness) and compare input "
+        "tokens, calls over the window, prompt-cache reuse, cost and information kept. "
+        "Needs no API key and no network.",
+    )
+    bench.add_argument(
+        "--traces",
+        type=Path,
+        metavar="DIR",
+        help="replay OpenAI-format JSONL trajectories from DIR (one file each) "
+        "instead of the built-in stdlib workload",
+    )
+    bench.add_argument(
+        "--usage",
+        type=Path,
+        metavar="DIR",
+        help="per-call provider usage (<trajectory name>.json) to scale counts by",
+    )
+    bench.add_argument(
+        "--window",
+        type=int,
+        metavar="N",
+        help="context window in tokens (default: the model's input limit)",
+    )
+    bench.add_argument(
+        "--model",
+        default="gpt-4o",
+        metavar="NAME",
+        help="litellm model name: tokenizer, window and prices (default gpt-4o)",
+    )
+    bench.add_argument(
+        "--policies",
+        nargs="+",
+        metavar="NAME",
+        default=(),
+        help="run only these policies (none, compactor, masking, "
+        "langchain-default, langchain-scaled, harness-clear, harness-tiered)",
+    )
+    bench.add_argument(
+        "--out",
+        type=Path,
+        default=Path("benchmarks/results"),
+        metavar="DIR",
+        help="where the JSON of every figure and the PNG chart go (default benchmarks/results)",
+    )
+    bench.add_argument(
+        "--sessions",
+        type=int,
+        default=10,
+        metavar="N",
+        help="sessions of the built-in workload (default 10)",
+    )
+    bench.add_argument(
+        "--max-calls", type=int, metavar="N", help="replay at most N model calls of each session"
+    )
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from compactor.bench import BenchOptions, bench
+
+    bench(
+        BenchOptions(
+            traces=args.traces,
+            usage=args.usage,
+            window=args.window,
+            model=args.model,
+            policies=tuple(args.policies),
+            out=args.out,
+            sessions=args.sessions,
+            max_calls=args.max_calls,
+        )
+    )
+    return 0
 
 
 def _demo(window: int, home: Path | None) -> int:

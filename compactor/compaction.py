@@ -26,7 +26,7 @@ from compactor.events import (
     Trigger,
 )
 from compactor.messages import Message, text_of
-from compactor.session import Results, Sent, Session
+from compactor.session import Placed, Results, Sent, Session
 from compactor.state import Condensed
 from compactor.strategies import Slot, archive, band, higher, kept, rank, start_tier
 from compactor.strategies.summary import (
@@ -78,6 +78,7 @@ class Compaction:
         scale: float,
         config: CompactorConfig,
         target: Target,
+        payback: float = 0.0,
     ) -> None:
         self.session = session
         self.messages = messages
@@ -88,6 +89,8 @@ class Compaction:
         self.scale = scale
         self.config = config
         self.target = target
+        self.payback = payback
+        self.floor: Tier = "none"
         self.condensed = session.condensed_for(messages)
         self.events: list[Event] = []
         self.head = head_end(messages)
@@ -101,6 +104,7 @@ class Compaction:
             # The last call stopped at its length limit while the context was full.
             floor = max(floor, higher(band(before / self.window, self.config)), key=rank)
         tier = start_tier(before / self.window, floor, self.config)
+        self.floor = floor
         while tier != "none":
             if (yield from self._apply(tier, measure.tokens)):
                 view = self._view(self.session.state.archive, self.condensed)
@@ -156,10 +160,17 @@ class Compaction:
         keep = self.config.keep_offload if tier == "offload" else self.config.keep_placeholder
         slots = self._slots(level)
         changes = archive(slots, keep=keep, level=level)
+        # A call's long input goes with its result, even when the result itself is too short
+        # to archive (a file written through a tool answers with nothing).
+        older = {slot.handle for slot in slots[: max(len(slots) - keep, 0)]}
+        changes.update(self._inputs_of(older, level))
         if not changes:
             return False
         before = self._view(self.session.state.archive, self.condensed)
         after = self._view({**self.session.state.archive, **changes}, self.condensed)
+        forced = rank(tier) <= rank(self.floor) or tokens >= self._line
+        if not forced and not self._pays(before, after):
+            return False
         self._record(
             CompactionEvent(
                 tier="offload" if tier == "offload" else "placeholder",
@@ -176,19 +187,56 @@ class Compaction:
         )
         return True
 
+    def _pays(self, before: list[Message], after: list[Message]) -> bool:
+        """Whether a rewrite saves more than it costs once prompt caching is counted.
+
+        Rewriting a message makes everything after it uncached for one call; the tokens saved
+        are saved on every later call, at the cached price. So small rewrites near the end of
+        the context wait until enough has piled up to pay for the break: rewrite rarely, in
+        batches. ``payback`` holds the model's prices and the horizon of calls.
+        """
+        first = next(
+            (i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a is not b),
+            len(after),
+        )
+        count = self.session.meter.message_tokens
+        tail = sum(count(m) for m in after[first:])
+        saved = sum(count(m) for m in before[first:]) - tail
+        return saved >= self.payback * tail
+
     def _slots(self, level: Level) -> list[Slot]:
         """The visible tool results, with whether archiving each at ``level`` pays."""
         session, slots = self.session, []
-        for index, handle in self._visible_results():
-            current = session.state.archive.get(handle)
-            message = self.messages[index]
-            worth = current != level and session.worth(handle, level, message)
-            slots.append(Slot(index, handle, current, frozenset((level,) if worth else ())))
+        for placed in self._visible_results():
+            current = session.state.archive.get(placed.handle)
+            text = text_of(self.messages[placed.index]["content"])
+            worth = current != level and session.worth(placed.handle, level, text)
+            slots.append(
+                Slot(placed.index, placed.handle, current, frozenset((level,) if worth else ()))
+            )
         return slots
+
+    def _inputs_of(self, older: set[str], level: Level) -> dict[str, Level]:
+        """The long arguments of the calls whose results are old enough to archive."""
+        archive, found = self.session.state.archive, {}
+        for placed in self._visible_results():
+            if placed.handle not in older or placed.input is None:
+                continue
+            arguments = self._arguments(placed)
+            if archive.get(placed.input) != level and self.session.worth(
+                placed.input, level, arguments
+            ):
+                found[placed.input] = level
+        return found
+
+    def _arguments(self, placed: Placed) -> str:
+        call_id = self.session.state.results[placed.handle].tool_call_id
+        calls = self.messages[placed.call_index]["tool_calls"]
+        return next(str(c["function"]["arguments"]) for c in calls if c["id"] == call_id)
 
     def _visible_results(self) -> Results:
         start = self.condensed.covered if self.condensed else 0
-        return [(index, handle) for index, handle in self.results if index >= start]
+        return [placed for placed in self.results if placed.index >= start]
 
     # -- summary ------------------------------------------------------------------------------
 
@@ -267,15 +315,12 @@ class Compaction:
     def _summarised_part(self, start: int, end: int) -> list[Message]:
         """Messages ``start`` to ``end`` as the summariser sees them: tool results as
         placeholders, so its input stays bounded whatever the results weigh."""
-        handles = dict(self.results)
-        part = []
-        for index in range(start, end):
-            message = self.messages[index]
-            handle = handles.get(index)
-            if handle is not None:
-                message = self.session.replacement(handle, "placeholder", message)
-            part.append(message)
-        return part
+        placeholders: dict[str, Level] = {}
+        for placed in self.results:
+            placeholders[placed.handle] = "placeholder"
+            if placed.input is not None:
+                placeholders[placed.input] = "placeholder"
+        return self.session.view(self.messages, self.results, placeholders, None)[start:end]
 
     def _previous_summary(self) -> str:
         if self.condensed is None:
@@ -299,7 +344,7 @@ class Compaction:
             self._fail(tokens, f"the replan call failed: {exc}", exc)
         if not written.text:
             self._fail(tokens, "the replan call returned no plan")
-        handles = tuple(self.session.state.results)
+        handles = tuple(p.handle for p in self.results)
         condensed = Condensed(
             "replan", self.head, end, self._digest(end), summary, written.text, handles
         )
@@ -370,11 +415,11 @@ class Compaction:
     def _archived_after(self, boundary: int) -> list[str]:
         """Handles not in full once messages before ``boundary`` are summarised."""
         archive = self.session.state.archive
-        return [h for i, h in self.results if i < boundary or h in archive]
+        return [p.handle for p in self.results if p.index < boundary or p.handle in archive]
 
     def _kept_after(self, boundary: int) -> list[str]:
         archive = self.session.state.archive
-        return [h for i, h in self.results if i >= boundary and h not in archive]
+        return [p.handle for p in self.results if p.index >= boundary and p.handle not in archive]
 
 
 def _tier_of(event: Event) -> Tier:

@@ -45,7 +45,7 @@ from compactor.stores import (
 from compactor.strategies import higher
 from compactor.strategies.summary import Target
 from compactor.summarizer import Summarizer, SummaryRequest
-from compactor.tokens import TokenMeter, model_window
+from compactor.tokens import TokenMeter, model_window, payback_ratio
 from compactor.tool import (
     TOOL_NAME,
     ReadArgs,
@@ -118,6 +118,7 @@ class Compactor:
         self.summarizer: Summarizer = summarizer or LiteLLMSummarizer()
         self.meter = TokenMeter(model)
         self._target = self._summary_target()
+        self._payback = payback_ratio(model, self.config.cache_horizon)
         self._sessions: dict[str, Session] = {}
 
     # -- the public surface ---------------------------------------------------------------
@@ -272,6 +273,7 @@ class Compactor:
             scale=scale,
             config=self.config,
             target=self._target,
+            payback=self._payback,
         )
         result: CompactResult = yield from compaction.run(floor)
         return result
@@ -321,13 +323,19 @@ class Compactor:
         folder = self.config.templates
         if isinstance(args, str):
             return answer_error(args, _newest(session), folder)
-        info = session.state.results.get(args.tool_call_id)
+        info = session.state.find(args.tool_call_id)
         if info is None:
             session.reload()  # another process of this session may have stored it
-            info = session.state.results.get(args.tool_call_id)
+            info = session.state.find(args.tool_call_id)
         if info is None:
             problem = f"no tool result with tool_call_id {args.tool_call_id!r} in this session"
             return answer_error(problem, _newest(session), folder)
+        if isinstance(info, list):
+            problem = (
+                f"tool_call_id {args.tool_call_id!r} was used by several calls; "
+                "pass one of their handles instead"
+            )
+            return answer_error(problem, info, folder)
         if args.offset > info.chars:
             problem = (
                 f"offset {args.offset} is past the end of {info.handle!r}, which has "

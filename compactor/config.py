@@ -36,11 +36,15 @@ class CompactorConfig(BaseModel):
     keep_placeholder: int = Field(default=1, ge=0)
     """Most recent tool results left in full by the placeholder tier."""
 
-    preview_chars: int = Field(default=600, ge=0)
+    preview_chars: int = Field(default=120, ge=0)
     """Characters of a result shown in its pointer (head and tail)."""
 
-    min_offload_chars: int = Field(default=1000, ge=0)
+    min_offload_chars: int = Field(default=200, ge=0)
     """Results shorter than this are never offloaded."""
+
+    cache_horizon: int = Field(default=10, ge=1)
+    """Calls a rewrite of the context is expected to pay back over; below the summary line a
+    tier rewrites only when its savings over this many cached calls beat the cache it breaks."""
 
     read_limit_chars: int = Field(default=12_000, ge=256)
     """The most characters one READ_TOOL_RESULT answer may hold (the page cap)."""

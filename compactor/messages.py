@@ -174,20 +174,40 @@ def group_boundary(messages: Sequence[Message], end: int) -> int:
     return end
 
 
-def iter_tool_results(
-    messages: Sequence[Message], start: int = 0
-) -> Iterator[tuple[int, str, str]]:
-    """(index, tool_call_id, function name) of the tool messages of a valid history.
+@dataclass(frozen=True, slots=True)
+class ToolResultAt:
+    """A tool message of a history, and the call it answers."""
+
+    index: int
+    """Position of the tool message."""
+    call_id: str
+    name: str
+    """The called function's name."""
+    call_index: int
+    """Position of the assistant message that made the call."""
+    arguments: str
+
+
+def iter_tool_results(messages: Sequence[Message], start: int = 0) -> Iterator[ToolResultAt]:
+    """The tool messages of a valid history, with the calls they answer.
 
     Args:
         messages: the history.
         start: a group boundary (see ``group_boundary``) to start from.
     """
-    names: dict[str, str] = {}
+    calls: dict[str, tuple[int, dict[str, Any]]] = {}
     for index in range(start, len(messages)):
         message = messages[index]
         for call in message.get("tool_calls") or ():
-            names[call["id"]] = call["function"]["name"]
+            calls[call["id"]] = (index, call["function"])
         if message["role"] == "tool":
             call_id = message["tool_call_id"]
-            yield index, call_id, names[call_id]
+            call_index, function = calls[call_id]
+            arguments = function.get("arguments")
+            yield ToolResultAt(
+                index,
+                call_id,
+                function["name"],
+                call_index,
+                arguments if isinstance(arguments, str) else "",
+            )

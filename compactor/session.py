@@ -7,22 +7,44 @@ byte-stable and provider prompt caches keep hitting.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from compactor.config import CompactorConfig
 from compactor.events import Event, Level, RunStartedEvent, ToolResultEvent
-from compactor.messages import Message, group_boundary, iter_tool_results, text_of, validate
+from compactor.messages import (
+    Message,
+    ToolResultAt,
+    group_boundary,
+    iter_tool_results,
+    text_of,
+    validate,
+)
 from compactor.prompts import render
-from compactor.state import Condensed, SessionState
+from compactor.state import INPUT, Condensed, SessionState
 from compactor.stores import SessionKey, SessionStore, ToolResultStore
 from compactor.strategies import build_view
 from compactor.tokens import TokenMeter
 from compactor.tool import TOOL_NAME
 
-Results = list[tuple[int, str]]
-"""``(index, handle)`` of the archivable tool results of a history, oldest first."""
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """An archivable tool result of a history, and the call that asked for it."""
+
+    index: int
+    """Position of the tool message."""
+    handle: str
+    call_index: int
+    """Position of the assistant message that made the call."""
+    input: str | None
+    """Handle of the call's arguments, when they are long enough to archive too."""
+
+
+Results = list[Placed]
+"""The archivable tool results of a history, oldest first."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +89,7 @@ class Session:
         self._seen: _Seen | None = None
         self._texts: dict[tuple[str, Level], str] = {}
         self._replacements: dict[tuple[str, Level], tuple[Message, Message]] = {}
+        self._calls: dict[tuple[tuple[str, Level], ...], tuple[Message, Message]] = {}
         self._condensed: tuple[Condensed, Message] | None = None
         self.reload()
 
@@ -103,7 +126,7 @@ class Session:
         start = _unchanged(self._seen, messages) if self._seen is not None else 0
         start = group_boundary(messages, start)
         validate(messages, start)
-        known = [r for r in self._seen.results if r[0] < start] if self._seen else []
+        known = [p for p in self._seen.results if p.index < start] if self._seen else []
         results = known + self._register(messages, start)
         values = [tuple(message.values()) for message in messages]
         self._seen = _Seen(list(messages), values, results)
@@ -117,32 +140,45 @@ class Session:
 
     def _register(self, messages: Sequence[Message], start: int) -> Results:
         found = []
-        for index, call_id, name in iter_tool_results(messages, start):
-            if name == TOOL_NAME:
+        for at in iter_tool_results(messages, start):
+            if at.name == TOOL_NAME:
                 continue  # its answers are bounded by their limit and never archived again
-            message = messages[index]
+            message = messages[at.index]
             digest = self.meter.message_digest(message)
             handle = self.state.handles.get(digest)
             if handle is None:
-                handle = self._store(message, call_id, name, digest)
-            found.append((index, handle))
+                handle = self._store(message, at, digest)
+            given = f"{handle}{INPUT}"
+            found.append(
+                Placed(
+                    at.index, handle, at.call_index, given if given in self.state.results else None
+                )
+            )
         return found
 
-    def _store(self, message: Message, call_id: str, name: str, digest: str) -> str:
+    def _store(self, message: Message, at: ToolResultAt, digest: str) -> str:
+        """Store a new result, and its call's arguments when they are long enough to archive:
+        agents that write files through a tool send most of their tokens as arguments."""
+        handle = self.state.new_handle()
         text = text_of(message["content"])
-        handle = self.state.new_handle(call_id)
+        self._put(handle, text, at, digest, self.meter.message_tokens(message))
+        if len(at.arguments) >= self.config.min_offload_chars:
+            tokens = self.meter.count_text(at.arguments)
+            self._put(f"{handle}{INPUT}", at.arguments, at, f"{digest}{INPUT}", tokens)
+        return handle
+
+    def _put(self, handle: str, text: str, at: ToolResultAt, digest: str, tokens: int) -> None:
         self.tool_results.put(self.key, handle, text)
         self.append(
             ToolResultEvent(
                 handle=handle,
-                tool_call_id=call_id,
-                tool_name=name,
+                tool_call_id=at.call_id,
+                tool_name=at.name,
                 digest=digest,
                 chars=len(text),
-                tokens=self.meter.message_tokens(message),
+                tokens=tokens,
             )
         )
-        return handle
 
     # -- the view ---------------------------------------------------------------------------
 
@@ -162,21 +198,33 @@ class Session:
         condensed: Condensed | None,
     ) -> list[Message]:
         """What to send for a history, given how results are archived and what is condensed."""
-
-        def replace(index: int, handle: str, level: Level) -> Message:
-            return self.replacement(handle, level, messages[index])
-
+        start = condensed.covered if condensed is not None else 0
+        changed: dict[int, Message] = {}
+        inputs: dict[int, list[tuple[str, Level]]] = {}
+        for placed in results:
+            if placed.index < start:
+                continue
+            level = levels.get(placed.handle)
+            if level is not None:
+                changed[placed.index] = self.result_replacement(
+                    placed.handle, level, messages[placed.index]
+                )
+            input_level = levels.get(placed.input) if placed.input else None
+            if placed.input and input_level is not None:
+                inputs.setdefault(placed.call_index, []).append((placed.input, input_level))
+        for index, archived in inputs.items():
+            changed[index] = self.call_replacement(messages[index], tuple(archived))
         part = None
         if condensed is not None:
             part = (condensed.head, condensed.covered, self.condensed_message(condensed))
-        return build_view(messages, results, levels, replace, part)
+        return build_view(messages, changed, part)
 
-    def replacement(self, handle: str, level: Level, message: Message) -> Message:
+    def result_replacement(self, handle: str, level: Level, message: Message) -> Message:
         """The tool message that stands for an archived result (the same object each call)."""
         cached = self._replacements.get((handle, level))
         if cached is not None and cached[0] is message:
             return cached[1]
-        text = self.archive_text(handle, level, message)
+        text = self.archive_text(handle, level, text_of(message["content"]))
         content = message["content"]
         others = (
             [p for p in content if p.get("type") != "text"] if isinstance(content, list) else []
@@ -186,18 +234,45 @@ class Session:
         self._replacements[(handle, level)] = (message, replacement)
         return replacement
 
-    def archive_text(self, handle: str, level: Level, message: Message) -> str:
-        """The pointer or placeholder of a result; rendered once."""
+    def call_replacement(
+        self, message: Message, archived: tuple[tuple[str, Level], ...]
+    ) -> Message:
+        """The assistant message whose long tool-call arguments are archived.
+
+        The arguments stay valid JSON (providers parse them), holding the pointer or the
+        placeholder of the stored original.
+        """
+        cached = self._calls.get(archived)
+        if cached is not None and cached[0] is message:
+            return cached[1]
+        by_call = {
+            self.state.results[handle].tool_call_id: (handle, level) for handle, level in archived
+        }
+        calls = []
+        for call in message["tool_calls"]:
+            if call["id"] not in by_call:
+                calls.append(call)
+                continue
+            handle, level = by_call[call["id"]]
+            text = self.archive_text(handle, level, call["function"]["arguments"])
+            arguments = json.dumps({"archived": text}, ensure_ascii=False)
+            calls.append({**call, "function": {**call["function"], "arguments": arguments}})
+        replacement = {**message, "tool_calls": calls}
+        self._calls[archived] = (message, replacement)
+        return replacement
+
+    def archive_text(self, handle: str, level: Level, original: str) -> str:
+        """The pointer or placeholder of a stored text; rendered once."""
         if (handle, level) not in self._texts:
-            self._texts[(handle, level)] = self._render_archive(handle, level, message)
+            self._texts[(handle, level)] = self._render_archive(handle, level, original)
         return self._texts[(handle, level)]
 
-    def _render_archive(self, handle: str, level: Level, message: Message) -> str:
+    def _render_archive(self, handle: str, level: Level, original: str) -> str:
         chars = self.state.results[handle].chars
         folder = self.config.templates
         if level == "placeholder":
             return render("placeholder.j2", folder, handle=handle, chars=chars)
-        head, tail = _preview(text_of(message["content"]), self.config.preview_chars)
+        head, tail = _preview(original, self.config.preview_chars)
         return render(
             "pointer.j2",
             folder,
@@ -208,21 +283,21 @@ class Session:
             limit=self.config.read_limit_chars,
         )
 
-    def worth(self, handle: str, level: Level, message: Message) -> bool:
-        """Whether archiving a result saves clearly more than its replacement costs."""
+    def worth(self, handle: str, level: Level, original: str) -> bool:
+        """Whether archiving a text saves clearly more than its replacement costs."""
         chars = self.state.results[handle].chars
         if chars < self.config.min_offload_chars:
             return False
-        return chars > 2 * len(self.archive_text(handle, level, message))
+        return chars > 2 * len(self.archive_text(handle, level, original))
 
     def condensed_message(self, condensed: Condensed) -> Message:
         """The user message that stands for a condensed part (the same object each call)."""
         if self._condensed is None or self._condensed[0] != condensed:
-            handles = self.handle_items(condensed.handles)
+            ranges = handle_ranges(condensed.handles)
             folder = self.config.templates
             if condensed.kind == "summary":
                 text = render(
-                    "summary_message.j2", folder, summary=condensed.summary, handles=handles
+                    "summary_message.j2", folder, summary=condensed.summary, ranges=ranges
                 )
             else:
                 text = render(
@@ -230,19 +305,27 @@ class Session:
                     folder,
                     summary=condensed.summary,
                     plan=condensed.plan,
-                    handles=handles,
+                    ranges=ranges,
                 )
             self._condensed = (condensed, {"role": "user", "content": text})
         return self._condensed[1]
 
-    def handle_items(self, handles: Sequence[str]) -> list[dict[str, Any]]:
-        """Handles with the tool and size of their result, for the templates."""
-        results = self.state.results
-        return [
-            {"handle": h, "tool": results[h].tool, "chars": results[h].chars}
-            for h in handles
-            if h in results
-        ]
+
+def handle_ranges(handles: Sequence[str]) -> str:
+    """Handles written compactly: ``t1-t4, t7, t9.in``. Every handle is listed, in order."""
+    numbered = sorted(int(h[1:]) for h in handles if _numbered(h))
+    spans: list[list[int]] = []
+    for number in numbered:
+        if spans and spans[-1][1] == number - 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    written = [f"t{a}" if a == b else f"t{a}-t{b}" for a, b in spans]
+    return ", ".join([*written, *(h for h in handles if not _numbered(h))])
+
+
+def _numbered(handle: str) -> bool:
+    return handle[:1] == "t" and handle[1:].isdigit()
 
 
 def _unchanged(seen: _Seen, messages: Sequence[Message]) -> int:

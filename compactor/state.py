@@ -22,6 +22,9 @@ from compactor.events import (
 )
 from compactor.tokens import Anchor
 
+INPUT = ".in"
+"""Suffix of the handle under which a call's long arguments are stored."""
+
 
 @dataclass(frozen=True)
 class ResultInfo:
@@ -55,6 +58,10 @@ class SessionState:
     """Digest of a tool message -> its handle."""
     results: dict[str, ResultInfo] = field(default_factory=dict)
     """Handle -> the stored result, oldest first."""
+    numbered: int = 0
+    """Results stored so far (their inputs aside): the number of the last handle."""
+    by_call: dict[str, list[str]] = field(default_factory=dict)
+    """Provider tool_call_id -> the handles of its results (several when a provider reuses ids)."""
     archive: dict[str, Level] = field(default_factory=dict)
     """Handle -> how it is shown when archived. Archived stays archived: the prefix is stable."""
     anchor: Anchor | None = None
@@ -81,14 +88,23 @@ class SessionState:
         elif isinstance(event, RunStartedEvent):
             self.run_id, self.attempts, self.replans = event.run_id, 0, 0
 
-    def new_handle(self, tool_call_id: str) -> str:
-        """A handle for a new result: its tool_call_id, suffixed when a provider reused it."""
-        if tool_call_id not in self.results:
-            return tool_call_id
-        number = 2
-        while f"{tool_call_id}#{number}" in self.results:
-            number += 1
-        return f"{tool_call_id}#{number}"
+    def new_handle(self) -> str:
+        """A handle for a new result: short, and unique in the session whatever the provider's
+        ids (some reuse ``call_0`` across turns). Pointers, placeholders and summaries show it
+        many times over, so its few tokens matter."""
+        return f"t{self.numbered + 1}"
+
+    def find(self, name: str) -> ResultInfo | list[str] | None:
+        """The result a READ_TOOL_RESULT id names: a handle, or a provider tool_call_id.
+
+        Returns the result, the handles to choose from when a provider reused the id, or None.
+        """
+        if name in self.results:
+            return self.results[name]
+        handles = self.by_call.get(name, [])
+        if len(handles) == 1:
+            return self.results[handles[0]]
+        return handles or None
 
     def archived_handles(self) -> list[str]:
         """Handles of every stored result not shown in full, oldest first."""
@@ -100,6 +116,10 @@ class SessionState:
         self.results[event.handle] = ResultInfo(
             event.handle, event.tool_call_id, event.tool_name, event.chars, event.tokens
         )
+        if event.handle.endswith(INPUT):
+            return  # a call's arguments: reached through its result's handle
+        self.numbered += 1
+        self.by_call.setdefault(event.tool_call_id, []).append(event.handle)
 
     def _apply_call(self, event: ModelCallEvent) -> None:
         self.raise_tier = event.raise_tier

@@ -134,6 +134,23 @@ def cost_usd(model: str, input_tokens: int, output_tokens: int, cached_tokens: i
     return float(fresh * uncached + cached_tokens * cached + output_tokens * output)
 
 
+def payback_ratio(model: str, horizon: int) -> float:
+    """Tokens a rewrite must save per token it makes uncached, at the model's prices.
+
+    A rewrite costs its tail once at the uncached price instead of the cached one, and saves
+    its tokens at the cached price on each of the next ``horizon`` calls. Without a cache
+    discount a rewrite always pays (0.0); with free cache reads it never does (inf).
+    """
+    entry = model_info(model) or {}
+    uncached = entry.get("input_cost_per_token")
+    cached = entry.get("cache_read_input_token_cost")
+    if not uncached or cached is None or cached >= uncached:
+        return 0.0
+    if cached <= 0:
+        return float("inf")
+    return float((uncached - cached) / (cached * max(horizon, 1)))
+
+
 def encoding_name(model: str) -> str:
     """The offline tokenizer used for a model: a tiktoken encoding, or ``deepseek``."""
     base = model.rsplit("/", 1)[-1].lower()

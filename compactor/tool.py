@@ -41,28 +41,15 @@ def schema(limit_cap: int) -> dict[str, Any]:
         "function": {
             "name": TOOL_NAME,
             "description": (
-                "Read an archived tool result in full, a page at a time. Earlier tool results "
-                "may have been replaced by a pointer to save context; pass the tool_call_id it "
-                "shows. Each answer says which characters it holds and the next offset."
+                "Read an archived tool result, a page at a time, by the id its placeholder "
+                "shows. Each answer names its characters and the next offset."
             ),
             "parameters": {
                 "type": "object",
                 "properties": {
-                    "tool_call_id": {
-                        "type": "string",
-                        "description": "The id shown in the pointer or placeholder.",
-                    },
-                    "offset": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "description": "First character to read (default 0).",
-                    },
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": limit_cap,
-                        "description": f"Most characters to return (default and cap {limit_cap}).",
-                    },
+                    "tool_call_id": {"type": "string"},
+                    "offset": {"type": "integer", "minimum": 0},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": limit_cap},
                 },
                 "required": ["tool_call_id"],
             },

@@ -77,11 +77,12 @@ def sized(number: int, tokens: int) -> str:
 
 @pytest.fixture
 def make_compactor(tmp_path: Path) -> Callable[..., Compactor]:
-    """Build a Compactor for gpt-4o on memory stores (or on ``tmp_path`` with ``disk=True``)."""
+    """Build a Compactor (gpt-4o) on memory stores (or on ``tmp_path`` with ``disk=True``)."""
 
     def make(
         window: int = 8000,
         *,
+        model: str = "gpt-4o",
         disk: bool = False,
         summarizer: Any = None,
         **settings: Any,
@@ -89,9 +90,9 @@ def make_compactor(tmp_path: Path) -> Callable[..., Compactor]:
         config = CompactorConfig(context_window=window, **settings)
         summarizer = summarizer or ScriptedSummarizer()
         if disk:
-            return Compactor("gpt-4o", config=config, home=tmp_path / "home", summarizer=summarizer)
+            return Compactor(model, config=config, home=tmp_path / "home", summarizer=summarizer)
         return Compactor(
-            "gpt-4o",
+            model,
             config=config,
             tool_results=MemoryToolResultStore(),
             sessions=MemorySessionStore(),

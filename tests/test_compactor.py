@@ -53,8 +53,8 @@ def test_offload_keeps_the_three_newest_and_points_to_the_rest(
     contents = tool_contents(first.messages)
     assert all(c.startswith("result") for c in contents[-3:])
     for number, pointer in enumerate(contents[:-3]):
-        assert pointer.startswith(f"[Tool result call_{number} archived")
-        assert f'READ_TOOL_RESULT(tool_call_id="call_{number}"' in pointer
+        assert pointer.startswith(f"[archived t{number + 1}: ")
+        assert f'READ_TOOL_RESULT(tool_call_id="t{number + 1}"' in pointer
         assert "4,000 chars" in pointer
     assert first.input_tokens < first.input_tokens_before
 
@@ -67,7 +67,7 @@ def test_placeholder_keeps_only_the_newest(make_compactor: Callable[..., Compact
     assert result.tier == "placeholder"
     contents = tool_contents(result.messages)
     assert contents[-1] == outputs[-1]
-    assert all(c.startswith("[Tool result") and "\n" not in c for c in contents[:-1])
+    assert all(c.startswith("[archived t") and "\n" not in c for c in contents[:-1])
 
 
 def test_archived_stays_archived_so_the_prefix_is_stable(
@@ -82,14 +82,14 @@ def test_archived_stays_archived_so_the_prefix_is_stable(
     archived = {e.archived[0] for r in results for e in r.events if isinstance(e, CompactionEvent)}
     last = results[-1].messages
     for handle in archived:
-        assert any(c.startswith(f"[Tool result {handle} ") for c in tool_contents(last))
+        assert any(c.startswith(f"[archived {handle}:") for c in tool_contents(last))
 
 
 def test_a_result_not_much_larger_than_its_pointer_stays(
     make_compactor: Callable[..., Compactor],
 ) -> None:
     compactor = make_compactor(2000, min_offload_chars=0)
-    small = "x" * 900  # a pointer with a 600-char preview is about 750 chars
+    small = "x" * 400  # a pointer with a 120-char preview is about 240 chars
     result = compactor.compact(history([small] * 5 + [big(1, 3000)]), session_id="s")
     assert result.input_tokens_before >= 0.5 * result.window
     assert tool_contents(result.messages)[:5] == [small] * 5

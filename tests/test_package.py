@@ -29,4 +29,4 @@ def test_the_demo_runs_offline_and_shows_tiers_and_a_page(
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "offload" in out and "placeholder" in out
-    assert "[READ_TOOL_RESULT call_0: chars 0.." in out
+    assert "[READ_TOOL_RESULT t1: chars 0.." in out

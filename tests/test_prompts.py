@@ -10,15 +10,15 @@ import pytest
 
 from compactor.prompts import names, render
 
-HANDLES = [{"handle": "call_1", "tool": "bash", "chars": 1234}]
+RANGES = "t1-t3, t5"
 MINIMAL: dict[str, dict[str, Any]] = {
     "entry.j2": {"role": "assistant", "text": "hi", "calls": [], "tool_call_id": None},
-    "handles.j2": {"handles": HANDLES},
+    "handles.j2": {"ranges": RANGES},
     "placeholder.j2": {"handle": "call_1", "chars": 1234},
     "pointer.j2": {"handle": "call_1", "chars": 1234, "head": "a", "tail": "z", "limit": 100},
     "read_error.j2": {"problem": "bad id", "handles": ["call_1"]},
     "read_header.j2": {"handle": "call_1", "start": 0, "end": 10, "total": 20},
-    "replan.j2": {"summary": "done a", "plan": "1. b", "handles": HANDLES},
+    "replan.j2": {"summary": "done a", "plan": "1. b", "ranges": RANGES},
     "replan_request.j2": {"task": "t", "summary": "s", "transcript": "x", "words": 50},
     "summary.j2": {
         "task": "t",
@@ -28,7 +28,7 @@ MINIMAL: dict[str, dict[str, Any]] = {
         "parts": 1,
         "words": 50,
     },
-    "summary_message.j2": {"summary": "s", "handles": HANDLES},
+    "summary_message.j2": {"summary": "s", "ranges": RANGES},
 }
 
 

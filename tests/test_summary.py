@@ -31,7 +31,7 @@ def thinking(number: int, tokens: int) -> str:
     ]
 
 
-def chatty(turns: int, *, thought: int = 250, output: int = 120, start: int = 0) -> list[dict]:
+def chatty(turns: int, *, thought: int = 300, output: int = 120, start: int = 0) -> list[dict]:
     """Tool turns whose assistant messages think aloud: placeholders cannot shrink those."""
     messages = []
     for number in range(start, start + turns):
@@ -105,11 +105,11 @@ def test_the_summary_lists_every_archived_handle_and_each_stays_readable(
     result = compactor.compact(task() + chatty(26), session_id="s")
     event = result.event
     assert isinstance(event, CompactionEvent) and event.tier == "summary"
-    assert event.archived == [f"call_{n}" for n in range(25)]
-    assert event.kept == ["call_25"]
-    for handle in event.archived:
-        assert f"- {handle}: bash, 480 chars" in result.messages[2]["content"]
-        assert compactor.read_tool_result("s", handle).endswith(big(int(handle[5:]), 480)[-50:])
+    assert event.archived == [f"t{n}" for n in range(1, 26)]
+    assert event.kept == ["t26"]
+    assert "READ_TOOL_RESULT(tool_call_id=...): t1-t25" in result.messages[2]["content"]
+    for number, handle in enumerate(event.archived):
+        assert compactor.read_tool_result("s", handle).endswith(big(number, 480)[-50:])
 
 
 def test_the_summariser_sees_placeholders_never_full_results(
@@ -121,7 +121,7 @@ def test_the_summariser_sees_placeholders_never_full_results(
     compactor.compact(messages, session_id="s")
     prompt = summarizer.requests[0].messages[0]["content"]
     assert "Fix the failing test." in prompt
-    assert "[Tool result call_0 archived: 3,200 chars" in prompt
+    assert "[archived t1: 3,200 chars]" in prompt
     assert big(0, 3200)[:200] not in prompt
     assert "Thought 0: the parser" in prompt
 
@@ -151,7 +151,11 @@ def test_a_failed_attempt_is_recorded_and_the_next_one_is_used(
     failed = of(SummaryFailedEvent, compactor)
     assert [(f.attempt, "timed out" in f.reason) for f in failed] == [(1, True)]
     assert result.tier == "summary" and result.event.attempt == 2
-    assert [e.kind for e in result.events] == ["summary_failed", "compaction"]
+    assert [(e.kind, getattr(e, "tier", None)) for e in result.events] == [
+        ("compaction", "placeholder"),
+        ("summary_failed", None),
+        ("compaction", "summary"),
+    ]
 
 
 def test_empty_and_useless_summaries_count_as_attempts(
@@ -180,10 +184,10 @@ def test_spent_attempts_lead_to_a_replan_of_system_task_and_plan(
     assert result.tier == "replan"
     assert result.messages[:2] == messages[:2] and len(result.messages) == 3
     replan = result.messages[2]["content"]
-    assert "Plan 3:" in replan and "- call_25: bash" in replan
+    assert "Plan 3:" in replan and "READ_TOOL_RESULT(tool_call_id=...): t1-t26" in replan
     assert summarizer.requests[-1].kind == "replan"
     event = of(ReplanEvent, compactor)[-1]
-    assert event.covered == len(messages) and event.archived[-1] == "call_25"
+    assert event.covered == len(messages) and event.archived[-1] == "t26"
     assert compactor.read_tool_result("s", "call_25").endswith(big(25, 480)[-30:])
 
 

@@ -59,7 +59,7 @@ def test_the_summary_request_is_the_rendered_template_without_full_results(
     prompt = request["messages"][0]["content"]
     assert prompt.startswith("You are compacting the history of an AI agent")
     assert "<task>\nFix the failing test.\n</task>" in prompt
-    assert "[Tool result call_3 archived: 2,400 chars" in prompt
+    assert "[archived t4: 2,400 chars]" in prompt
     assert messages[9]["content"] not in prompt  # the full output of call_3
     assert "Found the bug in parser.py." in result.messages[2]["content"]
     event = of(CompactionEvent, compactor)[-1]

@@ -91,7 +91,7 @@ def test_mistakes_are_answered_as_text_saying_what_is_valid(
 def test_an_unknown_id_lists_the_readable_ones(make_compactor: Callable[..., Compactor]) -> None:
     compactor = make_compactor(100_000)
     compactor.compact(history(["a", "b"]), session_id="s")
-    assert "call_1, call_0" in compactor.read_tool_result("s", "nope")
+    assert "(newest first): t2, t1" in compactor.read_tool_result("s", "nope")
 
 
 def test_handle_tool_call_answers_with_a_tool_message(
@@ -137,8 +137,10 @@ def test_reused_provider_ids_get_unique_handles(make_compactor: Callable[..., Co
     compactor = make_compactor(100_000)
     messages = history(["first"], prefix="call") + tool_turn("call_0", "second")
     compactor.compact(messages, session_id="s")
-    assert compactor.read_tool_result("s", "call_0").endswith("\nfirst")
-    assert compactor.read_tool_result("s", "call_0#2").endswith("\nsecond")
+    assert compactor.read_tool_result("s", "t1").endswith("\nfirst")
+    assert compactor.read_tool_result("s", "t2").endswith("\nsecond")
+    ambiguous = compactor.read_tool_result("s", "call_0")
+    assert "was used by several calls" in ambiguous and "t1, t2" in ambiguous
 
 
 def test_a_result_lost_by_its_store_is_raised(make_compactor: Callable[..., Compactor]) -> None:

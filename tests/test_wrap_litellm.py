@@ -60,7 +60,7 @@ def test_a_sync_call_is_compacted_sent_and_measured(
     assert response.choices[0].message.content == "done"
     sent = sent_messages(route)
     assert len(sent) == len(messages) and sent != messages  # compacted, nothing dropped
-    assert sent[3]["content"].startswith("[Tool result call_0 archived")
+    assert sent[3]["content"].startswith("[archived t1: ")
     call = model_calls(compactor)[-1]
     assert (call.reported_input_tokens, call.output_tokens, call.cached_tokens) == (3210, 7, 1024)
     assert call.estimated_input_tokens and call.finish_reason == "stop"
@@ -94,7 +94,7 @@ def test_an_async_call_is_compacted_and_measured(
         acompletion(model="gpt-4o", messages=messages, api_key="sk-test", session_id="s")
     )
     assert response.usage.prompt_tokens == 777
-    assert sent_messages(route)[3]["content"].startswith("[Tool result call_0 archived")
+    assert sent_messages(route)[3]["content"].startswith("[archived t1: ")
     assert model_calls(compactor)[-1].reported_input_tokens == 777
 
 
@@ -197,7 +197,7 @@ def test_a_context_error_compacts_one_tier_higher_and_retries(
     assert response.choices[0].message.content == "after retry"
     assert route.call_count == 2
     assert sent_messages(route, 0) == on_the_wire(messages)
-    assert sent_messages(route, 1)[3]["content"].startswith("[Tool result call_0 archived")
+    assert sent_messages(route, 1)[3]["content"].startswith("[archived t1: ")
     compaction = [e for e in compactor.events("s") if isinstance(e, CompactionEvent)][-1]
     assert compaction.trigger == "context_error"
 

@@ -49,7 +49,7 @@ def test_a_sync_client_is_compacted_and_measured(
     )
     assert isinstance(response, openai.types.chat.ChatCompletion)
     sent = json.loads(route.calls.last.request.content)["messages"]
-    assert sent[3]["content"].startswith("[Tool result call_0 archived")
+    assert sent[3]["content"].startswith("[archived t1: ")
     assert calls(compactor)[-1].reported_input_tokens == 4321
 
 
@@ -115,7 +115,7 @@ def test_a_context_length_error_is_retried_once_compacted(
     assert response.choices[0].message.content == "fits now"
     assert route.call_count == 2
     retry = json.loads(route.calls[1].request.content)["messages"]
-    assert retry[3]["content"].startswith("[Tool result call_0 archived")
+    assert retry[3]["content"].startswith("[archived t1: ")
     events = [e for e in compactor.events("s") if isinstance(e, CompactionEvent)]
     assert events[-1].trigger == "context_error"
 

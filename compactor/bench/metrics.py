@@ -1,0 +1,121 @@
+"""The benchmark's measures: tokens, prompt-cache reuse, cost and information kept.
+
+Pure functions of what each call sent, so they can be checked on small hand-made sessions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from compactor.messages import Message
+from compactor.tokens import TokenMeter, model_info
+
+CACHE_BLOCK = 128
+"""Providers cache whole blocks of a prompt's prefix (OpenAI: 128 tokens)."""
+CACHE_MINIMUM = 1024
+"""Prompts shorter than this are not cached (OpenAI)."""
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per token, from litellm's model map."""
+
+    input: float
+    cached_input: float
+    output: float
+
+    @classmethod
+    def of(cls, model: str) -> Prices:
+        """The model's prices (cache reads at the input price where the map has none)."""
+        entry = model_info(model) or {}
+        uncached = float(entry.get("input_cost_per_token") or 0.0)
+        cached = entry.get("cache_read_input_token_cost")
+        output = float(entry.get("output_cost_per_token") or 0.0)
+        return cls(uncached, uncached if cached is None else float(cached), output)
+
+    def cost(self, input_tokens: int, cached_tokens: int, output_tokens: int) -> float:
+        """One call's cost with prompt caching."""
+        fresh = max(input_tokens - cached_tokens, 0)
+        return fresh * self.input + cached_tokens * self.cached_input + output_tokens * self.output
+
+
+@dataclass(frozen=True)
+class Sized:
+    """A request as the benchmark measures it: its tokens, message by message."""
+
+    tools_tokens: int
+    keys: tuple[str, ...]
+    """A canonical form of each message, to find the prefix two requests share."""
+    tokens: tuple[int, ...]
+    """Tokens of each message, its chat-format overhead included."""
+
+    @property
+    def total(self) -> int:
+        """Tokens of the whole request."""
+        return self.tools_tokens + sum(self.tokens) + 3
+
+
+class Sizer:
+    """Counts requests, message by message, with a cache keyed by content.
+
+    Policies build new message dicts on every call, so the cache is keyed on each message's
+    canonical JSON rather than on the object.
+    """
+
+    def __init__(self, model: str) -> None:
+        self.meter = TokenMeter(model)
+        self._cache: dict[str, int] = {}
+
+    def size(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]) -> Sized:
+        """Measure one request."""
+        keys = tuple(json.dumps(m, sort_keys=True, ensure_ascii=False) for m in messages)
+        tokens = tuple(
+            self._tokens(key, message) for key, message in zip(keys, messages, strict=True)
+        )
+        return Sized(self.meter.tools_tokens(tools), keys, tokens)
+
+    def _tokens(self, key: str, message: Message) -> int:
+        if key not in self._cache:
+            self._cache[key] = self.meter.message_tokens(dict(message))
+        return self._cache[key]
+
+
+def cached_tokens(previous: Sized | None, current: Sized) -> int:
+    """Tokens of ``current`` a provider's prompt cache would serve from ``previous``.
+
+    The shared prefix is counted in whole messages (tool schemas first, as providers put them),
+    rounded down to the cache's block size, and nothing under its minimum is cached.
+    """
+    if previous is None or previous.tools_tokens != current.tools_tokens:
+        return 0
+    shared = current.tools_tokens
+    for before, now, tokens in zip(previous.keys, current.keys, current.tokens, strict=False):
+        if before != now:
+            break
+        shared += tokens
+    if shared < CACHE_MINIMUM:
+        return 0
+    return shared // CACHE_BLOCK * CACHE_BLOCK
+
+
+def tool_chars(messages: Sequence[Message]) -> dict[str, int]:
+    """Characters of each tool output of a history, by tool_call_id."""
+    return {m["tool_call_id"]: len(_text(m)) for m in messages if m["role"] == "tool"}
+
+
+def kept_in_context(original: Sequence[Message], sent: Sequence[Message]) -> int:
+    """Characters of the original tool outputs still verbatim in what was sent."""
+    present = {(m["tool_call_id"], _text(m)) for m in sent if m["role"] == "tool"}
+    return sum(
+        len(_text(m))
+        for m in original
+        if m["role"] == "tool" and (m["tool_call_id"], _text(m)) in present
+    )
+
+
+def _text(message: Message) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else json.dumps(content)

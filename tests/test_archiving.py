@@ -1,0 +1,93 @@
+"""Archiving beyond the basics: long tool inputs, short handles, and cache-aware batching."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from compactor import CompactionEvent, Compactor
+from compactor.messages import validate
+from compactor.session import handle_ranges
+from compactor.tokens import payback_ratio
+from tests.conftest import big, history, sized
+
+
+def write_turn(number: int, body: str) -> list[dict]:
+    """A call that writes a file through bash: a long input, an empty result."""
+    call_id = f"w{number}"
+    command = f"cat > file{number}.py <<'EOF'\n{body}\nEOF"
+    return [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": ""},
+    ]
+
+
+def test_long_inputs_are_archived_with_their_calls_and_stay_readable(
+    make_compactor: Callable[..., Compactor],
+) -> None:
+    compactor = make_compactor(8000)
+    messages = history([])
+    for number in range(6):
+        messages += write_turn(number, sized(number, 1000))
+    result = compactor.compact(messages, session_id="s")
+    assert result.tier != "none"
+    validate(result.messages)
+    sent = [m for m in result.messages if m["role"] == "assistant"]
+    archived = json.loads(sent[0]["tool_calls"][0]["function"]["arguments"])
+    assert archived["archived"].startswith("[archived t1.in: ")
+    kept = json.loads(sent[-1]["tool_calls"][0]["function"]["arguments"])
+    assert kept["command"].startswith("cat > file5.py")  # the newest calls keep their input
+    original = messages[2]["tool_calls"][0]["function"]["arguments"]
+    assert compactor.read_tool_result("s", "t1.in", 0, 12_000).endswith(original[-200:])
+
+
+def test_handles_are_short_and_listed_compactly() -> None:
+    assert handle_ranges(["t1", "t2", "t3", "t5", "t7", "t8", "t9.in"]) == "t1-t3, t5, t7-t8, t9.in"
+    assert handle_ranges([]) == ""
+
+
+def test_payback_follows_the_models_cache_discount() -> None:
+    # DeepSeek bills cached input at a tenth: a rewrite must save 0.9 of what it makes uncached
+    # over 10 calls; gpt-4o bills it at half, so rewrites pay back much sooner.
+    assert payback_ratio("deepseek/deepseek-chat", 10) == pytest.approx(0.9)
+    assert payback_ratio("gpt-4o", 10) == pytest.approx(0.1)
+    assert payback_ratio("acme/unknown", 10) == 0.0
+
+
+def test_small_rewrites_near_the_end_wait_until_they_pay(
+    make_compactor: Callable[..., Compactor],
+) -> None:
+    compactor = make_compactor(20_000, model="deepseek/deepseek-chat")
+    outputs = [sized(i, 1800) for i in range(6)]
+    first = compactor.compact(history(outputs), session_id="s")
+    assert first.tier == "offload"  # the first batch saves most of what it rewrites
+    # one small result becomes older than the newest three: archiving it would save a few
+    # hundred tokens and make the three large results after it uncached
+    grown = [*outputs, sized(20, 300), *(sized(21 + i, 2000) for i in range(3))]
+    later = compactor.compact(history(grown), session_id="s")
+    assert 0.5 <= later.input_tokens / later.window < 0.8
+    assert later.tier == "none"
+    assert later.messages[: len(first.messages)] == first.messages
+
+
+def test_the_gate_never_holds_back_what_the_window_needs(
+    make_compactor: Callable[..., Compactor],
+) -> None:
+    compactor = make_compactor(8000, model="deepseek/deepseek-chat")
+    outputs = [sized(i, 1400) for i in range(5)] + [big(9, 400)]
+    result = compactor.compact(history(outputs), session_id="s")
+    assert result.input_tokens_before >= 0.95 * result.window
+    assert result.input_tokens < 0.95 * result.window
+    assert any(isinstance(e, CompactionEvent) for e in result.events)
