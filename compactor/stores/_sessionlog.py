@@ -112,10 +112,10 @@ def refresh(cached: SessionLog | None, path: Path, *, durable: bool) -> SessionL
     Raises:
         SessionCorruptedError: damage before the tail; the file was not changed.
     """
+    if cached is not None and os.stat(path).st_size == cached.size:
+        return cached  # the common case, one stat: nobody else wrote since
     with path.open("rb") as file:
         size = os.fstat(file.fileno()).st_size
-        if cached is not None and size == cached.size:
-            return cached
         if cached is not None and size < cached.size:
             cached = None  # cut behind our back: trust nothing, verify from the start
         base = 0 if cached is None else cached.size

@@ -315,19 +315,13 @@ class JsonlSessionStore:
     def _created(self, key: SessionKey) -> Iterator[SessionLog]:
         """The session's verified log under its lock, creating the session if needed."""
         folder = self.directory / key.tenant / key.session_id
-        self._claimed(key, create=True)
-        make_dirs(folder)
+        fresh = (key.tenant, key.session_id) not in self._logs  # else claimed and created
+        if fresh:
+            self._claimed(key, create=True)
+            make_dirs(folder)
         with locked(folder / _LOCK):
-            if not (folder / LOG).is_file():
-                header = Header(
-                    schema_version=SCHEMA_VERSION,
-                    session_id=key.session_id,
-                    tenant=key.tenant,
-                    user=key.user,
-                    agent=None,
-                    created=datetime.now(UTC),
-                )
-                write_atomic(folder / LOG, encode(header))
+            if fresh and not (folder / LOG).is_file():
+                write_atomic(folder / LOG, encode(_new_header(key)))
             yield self._open(key, folder)
 
     def _claimed(self, key: SessionKey, *, create: bool) -> bool:
@@ -389,3 +383,14 @@ def _read_claim(path: Path) -> str | None:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
+
+
+def _new_header(key: SessionKey) -> Header:
+    return Header(
+        schema_version=SCHEMA_VERSION,
+        session_id=key.session_id,
+        tenant=key.tenant,
+        user=key.user,
+        agent=None,  # no SessionKey field names the agent yet
+        created=datetime.now(UTC),
+    )
