@@ -13,6 +13,7 @@ python tests/store_workers.py lease <root> <owner> <appends> <ttl>
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -65,7 +66,7 @@ def _append_until_killed(root: str, trial: int, pipe: int, rng: random.Random) -
             fsync=POLICIES[trial % len(POLICIES)],
             inline_payload_max_bytes=rng.choice([16384, 1 << 20]),
         )
-        for number in range(10**9):
+        for number in itertools.count():
             marker = f"{trial}-{number}"
             event = ModelCallEvent(model=marker, finish_reason="é" * rng.choice(SIZES))
             store.append(crash_key(trial), event)

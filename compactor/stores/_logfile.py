@@ -161,10 +161,10 @@ def _damaged(path: str, offset: int, why: str) -> SessionCorruptedError:
     )
 
 
-def quarantine_tail(path: Path, end: int, torn: bytes, *, durable: bool) -> Path:
+def quarantine_tail(path: Path, end: int, torn: bytes) -> Path:
     """Move a torn tail out of the log: append it to a quarantine file, then cut the log.
 
-    The quarantine is written (and fsynced) before the log is cut, so a crash in between leaves
+    The quarantine is written and fsynced before the log is cut, so a crash in between leaves
     the torn bytes in both places and the next open repeats the repair: nothing is lost.
     """
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
@@ -172,15 +172,12 @@ def quarantine_tail(path: Path, end: int, torn: bytes, *, durable: bool) -> Path
     with target.open("ab") as file:  # append: never overwrite an earlier quarantine
         file.write(torn)
         file.flush()
-        if durable:
-            os.fsync(file.fileno())
-    if durable:
-        fsync_dir(path.parent)
+        os.fsync(file.fileno())
+    fsync_dir(path.parent)
     descriptor = os.open(path, os.O_WRONLY)
     try:
         os.ftruncate(descriptor, end)
-        if durable:
-            os.fsync(descriptor)
+        os.fsync(descriptor)
     finally:
         os.close(descriptor)
     return target

@@ -106,7 +106,7 @@ class SessionLog:
         )
 
 
-def refresh(cached: SessionLog | None, path: Path, *, durable: bool) -> SessionLog:
+def refresh(cached: SessionLog | None, path: Path) -> SessionLog:
     """The log verified to its end: ``cached`` extended, or (None) verified from byte 0.
 
     Raises:
@@ -125,7 +125,7 @@ def refresh(cached: SessionLog | None, path: Path, *, durable: bool) -> SessionL
     _index(log, found.records if cached else found.records[1:])
     # Repaired only once every line before the tail proved good: damage leaves the file as is.
     if found.torn:
-        quarantine_tail(path, found.end, found.torn, durable=durable)
+        quarantine_tail(path, found.end, found.torn)
     log.size = found.end
     return log
 

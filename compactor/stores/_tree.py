@@ -47,10 +47,6 @@ class Tree:
         """Raise ValueError unless the branch exists in this session."""
         self.head(branch)
 
-    def has_entry(self, entry_id: str) -> bool:
-        """Whether the session has this entry (on any branch)."""
-        return entry_id in self._parents
-
     def add(self, seq: int, entry_id: str, parent_id: str | None, branch: str) -> None:
         """Record an entry appended to ``branch``.
 

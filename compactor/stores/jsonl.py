@@ -5,7 +5,7 @@ Layout under the store's directory (``<home>/sessions`` for a Compactor)::
     _claims/<session_id>              the tenant that created the session id (never changes)
     <tenant>/<session_id>/log.jsonl   the log: a header line, then one record per line
     <tenant>/<session_id>/log.jsonl.torn-<UTC time>   torn tails moved out of the log
-    <tenant>/<session_id>/.lock       flock'd around every read-modify-write of the session
+    <tenant>/<session_id>/.lock       flock'd around every operation on the session (empty)
     <tenant>/<session_id>/lease.json  {"owner", "token", "expires_at"}: the current lease
     <tenant>/<session_id>/blobs/<sha256>                      large payloads, message blobs
     <tenant>/<session_id>/checkpoints/<branch>/<n>-<run>.json checkpoints (see _checkpoints)
@@ -21,8 +21,8 @@ session's ``flock`` after the lease check, so lines of concurrent writers never 
 Durability (``fsync=``): ``"always"`` fsyncs every line before the append returns;
 ``"batch"`` fsyncs once 64 appends, or 50 ms since the first unsynced one, have piled up on a
 log (checked at each append), and on ``close()`` or when the store is collected; ``"never"``
-leaves it to the OS. The header, blobs, leases, claims and checkpoints are always fsynced,
-and so is the directory whenever a file is created or renamed.
+leaves it to the OS. The header, blobs, leases, claims, checkpoints and repairs are always
+fsynced, and so is the directory whenever a file is created or renamed (but the empty lock).
 
 Recovery. Whenever a store instance reads a log (on first use, and to catch up with lines
 other writers added) it checks every new line. The tail rule: the bytes after the last newline,
@@ -350,7 +350,7 @@ class JsonlSessionStore:
         ident = (key.tenant, key.session_id)
         # Dropped while it is being extended: if verification raises, the next call starts
         # over from the first byte instead of trusting a half-updated index.
-        log = refresh(self._logs.pop(ident, None), folder / LOG, durable=self.fsync != "never")
+        log = refresh(self._logs.pop(ident, None), folder / LOG)
         self._logs[ident] = log
         if (log.header.tenant, log.header.session_id) != ident:
             raise SessionCorruptedError(
