@@ -12,6 +12,12 @@ The tree::
     ├── ContextExhaustedError                the context cannot be brought under the window
     ├── SummarizerError                      a summary or replan call failed (a failed attempt)
     └── StoreError                           a store failed or refused an operation
+        ├── SessionCorruptedError            damage before the tail of a log: never skipped
+        ├── BlobError                        a blob is missing or does not match its digest
+        ├── LeaseHeldError                   another live writer holds the session's lease
+        ├── LeaseLostError                   this writer's lease was taken over: append refused
+        ├── AccessDeniedError                the session belongs to another tenant or user
+        └── RecoveryBlockedError             a checkpoint does not match this schema/config/tools
 """
 
 from __future__ import annotations
@@ -82,3 +88,45 @@ class SummarizerError(CompactorError):
 
 class StoreError(CompactorError):
     """A store failed, or refused an operation."""
+
+
+class SessionCorruptedError(StoreError):
+    """A session log is damaged before its tail; the file is left untouched.
+
+    Attributes:
+        path: the damaged file.
+        offset: byte offset of the first damaged line.
+    """
+
+    def __init__(self, message: str, *, path: str, offset: int) -> None:
+        super().__init__(message)
+        self.path = path
+        self.offset = offset
+
+
+class BlobError(StoreError):
+    """A blob an event refers to is missing, or its bytes do not match its digest."""
+
+
+class LeaseHeldError(StoreError):
+    """Another writer holds a live lease on the session."""
+
+
+class LeaseLostError(StoreError):
+    """This writer's lease was taken over (or expired and was taken); nothing was written."""
+
+
+class AccessDeniedError(StoreError):
+    """The session belongs to another tenant (or user) than the one acting."""
+
+
+class RecoveryBlockedError(StoreError):
+    """A checkpoint was taken under another schema, config or toolset; nothing was changed.
+
+    Attributes:
+        changed: what differs: any of ``"schema"``, ``"config"``, ``"toolset"``.
+    """
+
+    def __init__(self, message: str, *, changed: list[str]) -> None:
+        super().__init__(message)
+        self.changed = changed
