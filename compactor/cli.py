@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import sysconfig
 import tempfile
@@ -13,8 +14,9 @@ from typing import Any
 
 from compactor.compactor import Compactor
 from compactor.config import CompactorConfig
-from compactor.events import CompactionEvent, ModelCallEvent
+from compactor.events import CompactionEvent, ModelCallEvent, describe, dump_event
 from compactor.messages import Message
+from compactor.stores import JsonlSessionStore, SessionKey
 from compactor.testing import FakeCompletion, ScriptedSummarizer
 from compactor.tool import TOOL_NAME
 
@@ -52,12 +54,63 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--window", type=int, default=16_000, help="context window in tokens")
     demo.add_argument("--home", type=Path, help="store folder (default: a temporary one)")
     _bench_parser(commands)
+    _session_parsers(commands)
     args = parser.parse_args(argv)
     if args.command == "demo":
         return _demo(args.window, args.home)
     if args.command == "bench":
         return _bench(args)
-    return 2
+    if args.command == "sessions":
+        return _sessions(args)
+    return _events(args)
+
+
+def _session_parsers(commands: Any) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--home", type=Path, help="store folder (default $COMPACTOR_HOME or .compactor)"
+    )
+    common.add_argument("--tenant", default="default", help="the tenant to act for")
+    commands.add_parser("sessions", parents=[common], help="list the sessions of a tenant")
+    events = commands.add_parser("events", parents=[common], help="print a session's events")
+    events.add_argument("session", help="the session id")
+    events.add_argument("--json", action="store_true", help="one JSON object per line")
+
+
+def _store(args: argparse.Namespace) -> JsonlSessionStore:
+    home = args.home or Path(os.environ.get("COMPACTOR_HOME") or ".compactor")
+    return JsonlSessionStore(home / "sessions", fsync="never")
+
+
+def _sessions(args: argparse.Namespace) -> int:
+    for session_id in _store(args).sessions(args.tenant):
+        print(session_id)
+    return 0
+
+
+def _events(args: argparse.Namespace) -> int:
+    entries = _store(args).entries(SessionKey(args.session, args.tenant))
+    if args.json:
+        for entry in entries:
+            print(
+                json.dumps(
+                    {
+                        "seq": entry.seq,
+                        "entry_id": entry.entry_id,
+                        "branch_id": entry.branch_id,
+                        **dump_event(entry.event),
+                    }
+                )
+            )
+        return 0
+    print(f"{'seq':>5}  {'time (UTC)':19}  {'run':12}  {'kind':14}  details")
+    for entry in entries:
+        event = entry.event
+        print(
+            f"{entry.seq:>5}  {event.at:%Y-%m-%d %H:%M:%S}  {(event.run_id or '-')[:12]:12}  "
+            f"{event.kind:14}  {describe(event)}"
+        )
+    return 0
 
 
 def _bench_parser(commands: Any) -> None:

@@ -28,9 +28,10 @@ from compactor.adapters.calls import (
     usage_of,
 )
 from compactor.adapters.litellm import LiteLLMSummarizer
+from compactor.checkpoints import changes, config_digest, reply_message, take, toolset_digest
 from compactor.compaction import Compaction, CompactResult
 from compactor.config import CompactorConfig
-from compactor.errors import StoreError, SummarizerError
+from compactor.errors import RecoveryBlockedError, StoreError, SummarizerError
 from compactor.events import Event, ModelCallEvent, Tier, Trigger
 from compactor.messages import Message
 from compactor.session import Sent, Session
@@ -119,6 +120,7 @@ class Compactor:
         self.meter = TokenMeter(model)
         self._target = self._summary_target()
         self._payback = payback_ratio(model, self.config.cache_horizon)
+        self._config_digest = config_digest(model, self.config)
         self._sessions: dict[str, Session] = {}
 
     # -- the public surface ---------------------------------------------------------------
@@ -204,7 +206,7 @@ class Compactor:
         """
         session = self._session(session_id)
         usage, finish = usage_of(response), finish_reason_of(response)
-        return self._record(session, session.sent, None, usage, finish)
+        return self._record(session, session.sent, None, usage, finish, reply_message(response))
 
     @property
     def tool_schema(self) -> dict[str, Any]:
@@ -245,7 +247,53 @@ class Compactor:
 
     def events(self, session_id: str) -> list[Event]:
         """The session's events, oldest first."""
+        if session_id in self._sessions:
+            self._sessions[session_id].flush()
         return list(self.sessions.read(self._key(session_id)))
+
+    def resume(self, session_id: str, *, tools: Tools = None) -> list[Message]:
+        """Continue a session another process (or an earlier ``Compactor``) left.
+
+        Restores the session's state from its log and returns the history of its latest
+        checkpoint: pass it (with what happened since) to the next call.
+
+        Args:
+            session_id: the session.
+            tools: the agent's tool schemas; they must be those of the checkpoint.
+
+        Raises:
+            RecoveryBlockedError: the checkpoint was taken under another schema, config or
+                toolset (``changed`` names which); nothing was read into this process or
+                written.
+            StoreError: the session has no checkpoint.
+        """
+        key = self._key(session_id)
+        kept = self.sessions.checkpoints(key)
+        if not kept:
+            raise StoreError(f"session {session_id!r} has no checkpoint to resume from")
+        latest = kept[-1]
+        changed = changes(latest, self._config_digest, toolset_digest(tools))
+        if changed:
+            raise RecoveryBlockedError(
+                f"cannot resume session {session_id!r} from checkpoint {latest.checkpoint_id}: "
+                f"the {', '.join(changed)} changed since it was taken",
+                changed=changed,
+            )
+        self._sessions.pop(session_id, None)
+        session = self._session(session_id)
+        session.tools = list(tools) if tools else None
+        return [dict(message) for message in latest.messages]
+
+    def close(self) -> None:
+        """Release the leases this compactor holds, so other writers can take the sessions."""
+        for session in self._sessions.values():
+            session.release()
+
+    def __enter__(self) -> Compactor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # -- compaction --------------------------------------------------------------------------
 
@@ -261,8 +309,8 @@ class Compactor:
         scale: float = 1.0,
     ) -> _Steps[CompactResult]:
         session = self._session(session_id)
-        results = session.check(messages)
-        session.begin_run(messages, run_id)
+        results = session.accept(messages, run_id)
+        session.tools = list(tools) if tools else None
         compaction = Compaction(
             session,
             messages,
@@ -413,7 +461,8 @@ class Compactor:
         stream_type: type[UsageStream] | type[AsyncUsageStream],
     ) -> Any:
         if not kwargs.get("stream"):
-            self._record(session, sent, started, usage_of(response), finish_reason_of(response))
+            usage, finish = usage_of(response), finish_reason_of(response)
+            self._record(session, sent, started, usage, finish, reply_message(response))
             return response
 
         def on_end(usage: Usage | None, finish: str | None) -> None:
@@ -428,6 +477,7 @@ class Compactor:
         started: float | None,
         usage: Usage | None,
         finish: str | None,
+        reply: Message | None = None,
     ) -> ModelCallEvent:
         reported = usage.input_tokens if usage else None
         window = sent.window if sent else self.window
@@ -446,7 +496,20 @@ class Compactor:
             raise_tier=finish == "length" and used >= self.config.offload_at * window,
         )
         session.append(event)
+        self._checkpoint(session, reply)
         return event
+
+    def _checkpoint(self, session: Session, reply: Message | None) -> None:
+        if self.config.checkpoint_keep <= 0:
+            return
+        checkpoint = take(session, self._config_digest, reply)
+        if checkpoint is not None:
+            self.sessions.put_checkpoint(
+                session.key,
+                checkpoint,
+                keep_last=self.config.checkpoint_keep,
+                lease=session.lease(),
+            )
 
     # -- drivers ------------------------------------------------------------------------------
 

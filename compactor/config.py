@@ -67,6 +67,12 @@ class CompactorConfig(BaseModel):
     summary_max_tokens: int = Field(default=2000, gt=0)
     """Output tokens a summary or replan may use."""
 
+    lease_ttl: float = Field(default=60.0, gt=0)
+    """Seconds a session's write lease lasts unrenewed; then another writer may take it over."""
+
+    checkpoint_keep: int = Field(default=3, ge=0)
+    """Checkpoints kept per run, written after each model call (0: none)."""
+
     templates: Path | None = None
     """A folder of jinja2 templates that override the built-in ones by file name."""
 

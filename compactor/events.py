@@ -21,7 +21,9 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class _Event(BaseModel):
+class EventBase(BaseModel):
+    """What every event has: when it happened and the run it belongs to."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     at: datetime = Field(default_factory=_now)
@@ -30,13 +32,13 @@ class _Event(BaseModel):
     """The run the event belongs to."""
 
 
-class RunStartedEvent(_Event):
+class RunStartedEvent(EventBase):
     """A new run began: a new user message, or a new ``run_id``. Run counters restart."""
 
     kind: Literal["run_started"] = "run_started"
 
 
-class ModelCallEvent(_Event):
+class ModelCallEvent(EventBase):
     """One call to the model, with what was estimated and what the provider reported."""
 
     kind: Literal["model_call"] = "model_call"
@@ -57,7 +59,7 @@ class ModelCallEvent(_Event):
     """A ``length`` finish at high usage: the session's next call starts one tier higher."""
 
 
-class ToolResultEvent(_Event):
+class ToolResultEvent(EventBase):
     """A new tool result was stored in full under ``handle``."""
 
     kind: Literal["tool_result"] = "tool_result"
@@ -71,7 +73,7 @@ class ToolResultEvent(_Event):
     tokens: int
 
 
-class CompactionEvent(_Event):
+class CompactionEvent(EventBase):
     """One tier applied to the context of a call."""
 
     kind: Literal["compaction"] = "compaction"
@@ -101,7 +103,7 @@ class CompactionEvent(_Event):
     """How many leading messages (system prompt, task) stay before the summary."""
 
 
-class SummaryFailedEvent(_Event):
+class SummaryFailedEvent(EventBase):
     """A summary attempt that did not work; it still counts against the run's attempts."""
 
     kind: Literal["summary_failed"] = "summary_failed"
@@ -112,7 +114,7 @@ class SummaryFailedEvent(_Event):
     summary_usage: dict[str, float] = Field(default_factory=dict)
 
 
-class ReplanEvent(_Event):
+class ReplanEvent(EventBase):
     """The context was rebuilt from the system prompt, the task and a replan message."""
 
     kind: Literal["replan"] = "replan"
@@ -133,7 +135,7 @@ class ReplanEvent(_Event):
     head: int
 
 
-class FailedEvent(_Event):
+class FailedEvent(EventBase):
     """The run could not be kept inside the window: ContextExhaustedError was raised."""
 
     kind: Literal["failed"] = "failed"
@@ -168,3 +170,26 @@ def parse_event(data: dict[str, Any] | str | bytes) -> Event:
 def dump_event(event: Event) -> dict[str, Any]:
     """The JSON form of an event."""
     return event.model_dump(mode="json")
+
+
+def describe(event: Event) -> str:
+    """One line saying what an event records, for people reading a log."""
+    if isinstance(event, ModelCallEvent):
+        return (
+            f"{event.model}: estimated {event.estimated_input_tokens}, reported "
+            f"{event.reported_input_tokens} in / {event.output_tokens} out, "
+            f"cached {event.cached_tokens}, {event.finish_reason}"
+        )
+    if isinstance(event, ToolResultEvent):
+        return f"{event.handle} = {event.tool_name} {event.tool_call_id}: {event.chars:,} chars"
+    if isinstance(event, CompactionEvent | ReplanEvent):
+        tier = event.tier if isinstance(event, CompactionEvent) else "replan"
+        return (
+            f"{tier} ({event.trigger}): {event.tokens_before:,} -> {event.tokens_after:,} "
+            f"of {event.window:,} tokens, {len(event.archived)} archived"
+        )
+    if isinstance(event, SummaryFailedEvent):
+        return f"attempt {event.attempt}: {event.reason}"
+    if isinstance(event, FailedEvent):
+        return f"{event.reason} ({event.tokens:,} of {event.window:,} tokens)"
+    return ""

@@ -8,12 +8,13 @@ byte-stable and provider prompt caches keep hitting.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from compactor.config import CompactorConfig
-from compactor.events import Event, Level, RunStartedEvent, ToolResultEvent
+from compactor.events import Event, EventBase, Level, RunStartedEvent, ToolResultEvent
 from compactor.messages import (
     Message,
     ToolResultAt,
@@ -24,7 +25,7 @@ from compactor.messages import (
 )
 from compactor.prompts import render
 from compactor.state import INPUT, Condensed, SessionState
-from compactor.stores import SessionKey, SessionStore, ToolResultStore
+from compactor.stores import Lease, SessionKey, SessionStore, ToolResultStore
 from compactor.strategies import build_view
 from compactor.tokens import TokenMeter
 from compactor.tool import TOOL_NAME
@@ -42,6 +43,8 @@ class Placed:
     input: str | None
     """Handle of the call's arguments, when they are long enough to archive too."""
 
+
+E = TypeVar("E", bound=EventBase)
 
 Results = list[Placed]
 """The archivable tool results of a history, oldest first."""
@@ -86,6 +89,10 @@ class Session:
         self.config = config
         self.state = SessionState()
         self.sent: Sent | None = None
+        self.tools: list[dict[str, Any]] | None = None
+        """The tools of the session's last compaction."""
+        self._lease: Lease | None = None
+        self._pending: list[Event] = []
         self._seen: _Seen | None = None
         self._texts: dict[tuple[str, Level], str] = {}
         self._replacements: dict[tuple[str, Level], tuple[Message, Message]] = {}
@@ -95,6 +102,7 @@ class Session:
 
     def reload(self) -> None:
         """Fold the session's log again (another process may have written to it)."""
+        self.flush()
         self.state = SessionState()
         for event in self.sessions.read(self.key):
             self.state.apply(event)
@@ -105,16 +113,65 @@ class Session:
         The log is written first: a crash between the two leaves a state to be rebuilt from
         the log, never one ahead of it.
         """
-        if event.run_id is None and self.state.run_id is not None:
-            event = event.model_copy(update={"run_id": self.state.run_id})
-        self.sessions.append(self.key, event)
+        event = self._in_run(event)
+        self.flush()
+        self.sessions.append(self.key, event, lease=self.lease())
         self.state.apply(event)
         return event
 
+    def defer(self, event: ToolResultEvent) -> None:
+        """Fold a tool-result event now and log it with the next event (or ``flush``).
+
+        Its only content is the handle of a result already in the tool-result store, given in
+        history order: after a crash that loses it, the next compaction registers the same
+        result again under the same handle. So it can skip its own fsync, which would
+        otherwise be most of what a call costs, and is logged before any event that uses it.
+        """
+        event = self._in_run(event)
+        self._pending.append(event)
+        self.state.apply(event)
+
+    def flush(self) -> None:
+        """Log the deferred tool-result events."""
+        while self._pending:
+            self.sessions.append(self.key, self._pending[0], lease=self.lease())
+            self._pending.pop(0)
+
+    def _in_run(self, event: E) -> E:
+        if event.run_id is None and self.state.run_id is not None:
+            return event.model_copy(update={"run_id": self.state.run_id})
+        return event
+
+    def lease(self) -> Lease:
+        """This writer's lease on the session: taken on the first write, renewed at half-life.
+
+        Raises:
+            LeaseHeldError: another live writer holds the session.
+            LeaseLostError: another writer took the session over.
+        """
+        ttl, now = self.config.lease_ttl, time.time()
+        if self._lease is None:
+            self._lease = self.sessions.acquire(self.key, ttl=ttl)
+        elif now > self._lease.expires_at - ttl / 2:
+            self._lease = self.sessions.renew(self._lease, ttl=ttl)
+        return self._lease
+
+    def release(self) -> None:
+        """Log what is deferred, then give the lease up so another writer can take it at once."""
+        self.flush()
+        if self._lease is not None:
+            self.sessions.release(self._lease)
+            self._lease = None
+
+    @property
+    def history(self) -> list[Message] | None:
+        """The caller's history at the last compaction."""
+        return None if self._seen is None else list(self._seen.messages)
+
     # -- a new history ----------------------------------------------------------------------
 
-    def check(self, messages: Sequence[Message]) -> Results:
-        """Validate a history and store its new tool results.
+    def accept(self, messages: Sequence[Message], run_id: str | None) -> Results:
+        """Validate a history, start a run if it begins one, and store its new tool results.
 
         An agent sends the same history again with a few messages added, so the part that is
         unchanged since the last call (same dicts, same values) is neither validated nor
@@ -123,16 +180,17 @@ class Session:
         Raises:
             InvalidMessagesError: before anything is stored.
         """
-        start = _unchanged(self._seen, messages) if self._seen is not None else 0
-        start = group_boundary(messages, start)
+        values = [tuple(message.values()) for message in messages]
+        same = _unchanged(self._seen, messages, values) if self._seen is not None else 0
+        start = group_boundary(messages, same)
         validate(messages, start)
+        self._begin_run(messages, run_id)
         known = [p for p in self._seen.results if p.index < start] if self._seen else []
         results = known + self._register(messages, start)
-        values = [tuple(message.values()) for message in messages]
         self._seen = _Seen(list(messages), values, results)
         return results
 
-    def begin_run(self, messages: Sequence[Message], run_id: str | None) -> None:
+    def _begin_run(self, messages: Sequence[Message], run_id: str | None) -> None:
         """Start a new run when the run id changes: a new user message, or a new ``run_id``."""
         run = run_id or _turn_of(messages)
         if run != self.state.run_id:
@@ -169,7 +227,7 @@ class Session:
 
     def _put(self, handle: str, text: str, at: ToolResultAt, digest: str, tokens: int) -> None:
         self.tool_results.put(self.key, handle, text)
-        self.append(
+        self.defer(
             ToolResultEvent(
                 handle=handle,
                 tool_call_id=at.call_id,
@@ -328,11 +386,13 @@ def _numbered(handle: str) -> bool:
     return handle[:1] == "t" and handle[1:].isdigit()
 
 
-def _unchanged(seen: _Seen, messages: Sequence[Message]) -> int:
+def _unchanged(seen: _Seen, messages: Sequence[Message], values: list[tuple[object, ...]]) -> int:
     """How many leading messages are the very dicts, with the very values, seen last time."""
     count = 0
-    for old, values, new in zip(seen.messages, seen.values, messages, strict=False):
-        if old is not new or tuple(new.values()) != values:
+    for old, old_values, new, new_values in zip(
+        seen.messages, seen.values, messages, values, strict=False
+    ):
+        if old is not new or old_values != new_values:
             break
         count += 1
     return count

@@ -8,7 +8,9 @@ event in order, so the log stays the one source of truth, and a new process (or 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic import TypeAdapter
 
 from compactor.events import (
     CompactionEvent,
@@ -72,6 +74,8 @@ class SessionState:
     replans: int = 0
     """Replans made in the current run."""
     condensed: Condensed | None = None
+    calls: int = 0
+    """Model calls recorded in the session."""
 
     def apply(self, event: Event) -> None:
         """Fold one event into the state."""
@@ -122,6 +126,7 @@ class SessionState:
         self.by_call.setdefault(event.tool_call_id, []).append(event.handle)
 
     def _apply_call(self, event: ModelCallEvent) -> None:
+        self.calls += 1
         self.raise_tier = event.raise_tier
         if (
             event.reported_input_tokens
@@ -169,3 +174,17 @@ class SessionState:
             event.plan,
             tuple(event.archived),
         )
+
+
+_STATE = TypeAdapter(SessionState)
+
+
+def dump_state(state: SessionState) -> dict[str, Any]:
+    """The JSON form of a state, for checkpoints."""
+    data: dict[str, Any] = _STATE.dump_python(state, mode="json")
+    return data
+
+
+def load_state(data: dict[str, Any]) -> SessionState:
+    """A state from its JSON form."""
+    return _STATE.validate_python(data)

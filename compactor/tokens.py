@@ -205,6 +205,8 @@ class _Measured:
     tokens: int
     digest: str
     role: object
+    key: bytes
+    """The digest as bytes, to feed a request's digest without re-encoding."""
 
 
 class TokenMeter:
@@ -255,7 +257,7 @@ class TokenMeter:
         """A digest of the tools and messages of a request, to recognise it as a prefix later."""
         hasher = _tools_hasher(tools)
         for message in messages:
-            hasher.update(self._measure(message).digest.encode())
+            hasher.update(self._measure(message).key)
         return hasher.hexdigest()
 
     def measure(
@@ -272,7 +274,7 @@ class TokenMeter:
         for position, item in enumerate(measured):
             if anchor is not None and position == anchor.sent_count:
                 extends = hasher.hexdigest() == anchor.sent_digest
-            hasher.update(item.digest.encode())
+            hasher.update(item.key)
         digest = hasher.hexdigest()
         if anchor is not None and anchor.sent_count == len(measured):
             extends = digest == anchor.sent_digest
@@ -313,7 +315,8 @@ class TokenMeter:
         if len(self._measured) >= _CACHE_LIMIT:
             self._measured.clear()
         tokens = self._count_message(message)
-        measured = _Measured(message, values, tokens, digest(message), message.get("role"))
+        text = digest(message)
+        measured = _Measured(message, values, tokens, text, message.get("role"), text.encode())
         self._measured[id(message)] = measured
         return measured
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from compactor import CompactionEvent, Compactor
+from compactor import CompactionEvent, Compactor, CompactorConfig
 from compactor.messages import validate
 from compactor.session import handle_ranges
 from compactor.tokens import payback_ratio
@@ -91,3 +92,29 @@ def test_the_gate_never_holds_back_what_the_window_needs(
     assert result.input_tokens_before >= 0.95 * result.window
     assert result.input_tokens < 0.95 * result.window
     assert any(isinstance(e, CompactionEvent) for e in result.events)
+
+
+def test_tool_result_events_are_logged_before_anything_that_uses_them(
+    make_compactor: Callable[..., Compactor],
+) -> None:
+    compactor = make_compactor(100_000)
+    compactor.compact(history(["a" * 300, "b" * 300]), session_id="s")
+    key = compactor._key("s")
+    assert [e.kind for e in compactor.sessions.read(key)] == ["run_started"]  # deferred
+    compactor.record_usage("s", {"usage": {"prompt_tokens": 200, "completion_tokens": 5}})
+    kinds = [e.kind for e in compactor.sessions.read(key)]
+    assert kinds == ["run_started", "tool_result", "tool_result", "model_call"]
+
+
+def test_a_crash_that_loses_deferred_events_gives_the_same_handles_again(
+    tmp_path: Path,
+) -> None:
+    config = CompactorConfig(context_window=100_000)
+    messages = history(["first output " * 30, "second output " * 30])
+    lost = Compactor("gpt-4o", config=config, home=tmp_path)
+    lost.compact(messages, session_id="s")
+    del lost  # the process dies before anything else is logged
+    again = Compactor("gpt-4o", config=config, home=tmp_path)
+    again.compact(messages, session_id="s")
+    assert again.read_tool_result("s", "t2").endswith("second output ")
+    assert again.read_tool_result("s", "t1").endswith("first output ")

@@ -165,6 +165,7 @@ def test_a_new_compactor_on_the_same_home_continues(tmp_path: Path) -> None:
     outputs = [big(i) for i in range(7)]
     first = Compactor("gpt-4o", config=config, home=tmp_path)
     before = grow(first, outputs)[-1]
+    first.close()
     second = Compactor("gpt-4o", config=config, home=tmp_path)
     again = second.compact(history(outputs), session_id="s")
     assert again.messages == before.messages

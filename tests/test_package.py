@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +32,19 @@ def test_the_demo_runs_offline_and_shows_tiers_and_a_page(
     out = capsys.readouterr().out
     assert "offload" in out and "placeholder" in out
     assert "[READ_TOOL_RESULT t1: chars 0.." in out
+
+
+def test_sessions_and_events_can_be_inspected_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--home", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["sessions", "--home", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.split() == ["demo"]
+    assert main(["events", "demo", "--home", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    assert "run_started" in table and "placeholder (pre_call)" in table
+    assert main(["events", "demo", "--home", str(tmp_path), "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[0]["seq"] == 1 and lines[0]["kind"] == "run_started"
+    assert {line["kind"] for line in lines} >= {"model_call", "tool_result", "compaction"}

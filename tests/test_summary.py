@@ -244,6 +244,7 @@ def test_counters_survive_a_new_compactor_on_the_same_home(tmp_path: Path) -> No
     messages = task() + chatty(26)
     first = Compactor("gpt-4o", config=config, home=tmp_path, summarizer=summarizer)
     first.compact(messages, session_id="s")
+    first.close()  # gives the session's write lease up
     second = Compactor("gpt-4o", config=config, home=tmp_path, summarizer=summarizer)
     state = second._session("s").state
     assert (state.attempts, state.replans, state.run_id) == (2, 0, "turn-1")

@@ -11,6 +11,8 @@ Times are Unix time (``time.time()``): leases are compared across processes.
 from __future__ import annotations
 
 import math
+import os
+import socket
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -33,8 +35,27 @@ class LeaseRecord(BaseModel):
     """Unix time after which another owner may take the lease over."""
 
     def live(self, now: float) -> bool:
-        """Whether an owner holds the lease and it has not expired."""
-        return self.owner is not None and self.expires_at > now
+        """Whether an owner holds the lease, it has not expired, and its process still runs."""
+        return self.owner is not None and self.expires_at > now and not abandoned(self.owner)
+
+
+def abandoned(owner: str) -> bool:
+    """Whether ``owner`` names a process of this machine that no longer runs.
+
+    Owners are ``host:pid:nonce``. A writer that crashed on this machine leaves a lease that
+    would otherwise block its own restart until the lease expires.
+    """
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # it runs, under another user
+    return False
 
 
 def check_ttl(ttl: float) -> float:
