@@ -11,6 +11,7 @@ import os as _os
 _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from compactor.adapters.litellm import LiteLLMSummarizer
+from compactor.checkpoints import reply_message
 from compactor.compaction import CompactResult
 from compactor.compactor import Compactor
 from compactor.config import CompactorConfig
@@ -78,4 +79,5 @@ __all__ = [
     "TokenMeter",
     "ToolResultEvent",
     "ToolResultStore",
+    "reply_message",
 ]

@@ -44,7 +44,11 @@ def _digest(value: object) -> str:
 
 
 def reply_message(response: object) -> Message | None:
-    """The assistant message of a (non-streamed) response, as a plain chat dict."""
+    """The assistant message of a response, as a plain chat dict to append to a history.
+
+    Works for litellm's ``ModelResponse``, the OpenAI SDK's ``ChatCompletion`` and dicts;
+    None when the response has no message (a stream).
+    """
     choices = field(response, "choices") or ()
     message = field(choices[0], "message") if choices else None
     if message is None:

@@ -143,9 +143,10 @@ def _bench_parser(commands: Any) -> None:
     )
     bench.add_argument(
         "--model",
-        default="gpt-4o",
+        default="deepseek/deepseek-chat",
         metavar="NAME",
-        help="litellm model name: tokenizer, window and prices (default gpt-4o)",
+        help="litellm model name: its tokenizer, window and prices (default "
+        "deepseek/deepseek-chat, the model of the shared SWE-bench traces)",
     )
     bench.add_argument(
         "--policies",

@@ -411,16 +411,13 @@ class Compactor:
     def _call_kwargs(
         self, signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> dict[str, Any]:
-        """The call's arguments by name, with READ_TOOL_RESULT and stream usage asked for."""
+        """The call's arguments by name, with the final chunk's usage asked for in streams."""
         if args:
             if signature is None:
                 raise TypeError("pass the wrapped call's arguments by keyword")
             kwargs = dict(signature.bind_partial(*args, **kwargs).arguments)
         if "messages" not in kwargs:
             raise TypeError("a wrapped call needs messages=")
-        tools = kwargs.get("tools")
-        if tools and self.config.add_read_tool and not _has_tool(tools, TOOL_NAME):
-            kwargs["tools"] = [*tools, self.tool_schema]
         if kwargs.get("stream") and kwargs.get("stream_options") is None:
             kwargs["stream_options"] = {"include_usage": True}
         return kwargs
@@ -429,27 +426,45 @@ class Compactor:
         self, fn: Callable[..., Any], kwargs: dict[str, Any], session_id: str, run_id: str | None
     ) -> _Steps[tuple[Session, Sent | None, float, Any]]:
         max_tokens = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens")
-        compact = functools.partial(
-            self._compact_steps,
-            kwargs["messages"],
-            session_id,
-            kwargs.get("tools"),
-            max_tokens,
-            run_id,
-        )
+        session = self._session(session_id)
+
+        def compact(
+            trigger: Trigger = "pre_call", floor: Tier = "none", scale: float = 1.0
+        ) -> _Steps[CompactResult]:
+            tools = self._offered(session, kwargs.get("tools"))
+            return self._compact_steps(
+                kwargs["messages"], session_id, tools, max_tokens, run_id, trigger, floor, scale
+            )
+
+        def request(result: CompactResult) -> _ModelCall:
+            tools = self._offered(session, kwargs.get("tools"))
+            sent = {**kwargs, "messages": result.messages}
+            return _ModelCall(fn, {**sent, "tools": tools} if tools else sent)
+
         result = yield from compact()
         started = time.perf_counter()
         try:
-            response = yield _ModelCall(fn, {**kwargs, "messages": result.messages})
+            response = yield request(result)
         except Exception as exc:
             if not is_context_error(exc):
                 raise
             scale = _error_scale(exc, result.window, result.input_tokens)
             result = yield from compact("context_error", higher(result.tier), scale)
             started = time.perf_counter()
-            response = yield _ModelCall(fn, {**kwargs, "messages": result.messages})
-        session = self._session(session_id)
+            response = yield request(result)
         return session, session.sent, started, response
+
+    def _offered(self, session: Session, tools: Tools) -> Tools:
+        """The agent's tools, with READ_TOOL_RESULT once something has been archived.
+
+        Until then the tool would only cost its tokens on every call; offering it from the
+        first archive on changes the tools once, in a call whose prefix changes anyway.
+        """
+        state = session.state
+        archived = bool(state.archive) or state.condensed is not None
+        if not tools or not self.config.add_read_tool or not archived:
+            return tools
+        return tools if _has_tool(tools, TOOL_NAME) else [*tools, self.tool_schema]
 
     def _observe(
         self,

@@ -36,7 +36,7 @@ class CompactorConfig(BaseModel):
     keep_placeholder: int = Field(default=1, ge=0)
     """Most recent tool results left in full by the placeholder tier."""
 
-    preview_chars: int = Field(default=120, ge=0)
+    preview_chars: int = Field(default=80, ge=0)
     """Characters of a result shown in its pointer (head and tail)."""
 
     min_offload_chars: int = Field(default=200, ge=0)
@@ -50,7 +50,8 @@ class CompactorConfig(BaseModel):
     """The most characters one READ_TOOL_RESULT answer may hold (the page cap)."""
 
     add_read_tool: bool = True
-    """Wrapped calls that pass ``tools`` get READ_TOOL_RESULT appended when it is missing."""
+    """Wrapped calls that pass ``tools`` get READ_TOOL_RESULT appended once the session has
+    archived something (before that it would only cost tokens)."""
 
     summary_model: str | None = None
     """Model that writes summaries and replans. None: the compacted model itself."""

@@ -94,12 +94,14 @@ def test_bench_runs_end_to_end_on_a_tiny_workload(
     names = [row.policy for row in rows]
     assert names[:3] == ["none", "compactor", "masking"]
     assert all(name in table for name in names)
-    document = json.loads((tmp_path / "builtin-16000.json").read_text())
+    document = json.loads((tmp_path / "builtin-deepseek-chat-16000.json").read_text())
     assert document["meta"]["window"] == 16_000 and document["meta"]["packages"]["compactor"]
     assert {p["policy"] for p in document["policies"]} == set(names)
     compactor = next(p for p in document["policies"] if p["policy"] == "compactor")
     assert compactor["calls_over_window"] == 0 and compactor["info_kept"] == 1.0
-    assert (tmp_path / "builtin-16000.png").exists() == (document["meta"]["chart"] is not None)
+    assert (tmp_path / "builtin-deepseek-chat-16000.png").exists() == (
+        document["meta"]["chart"] is not None
+    )
 
 
 @pytest.mark.skipif(bool(peers.missing()), reason="the bench extra is not installed")

@@ -268,7 +268,7 @@ def test_reported_usage_anchors_the_next_tier_choice(
 
 
 @respx.mock
-def test_read_tool_result_is_offered_with_the_agents_tools(
+def test_read_tool_result_is_offered_once_something_is_archived(
     make_compactor: Callable[..., Compactor],
 ) -> None:
     import litellm
@@ -277,11 +277,19 @@ def test_read_tool_result_is_offered_with_the_agents_tools(
     compactor = make_compactor(8000)
     completion = compactor.wrap(litellm.completion)
     bash = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}
-    completion(
-        model="gpt-4o", messages=history(["a"]), tools=[bash], api_key="sk-test", session_id="s"
-    )
-    names = [t["function"]["name"] for t in json.loads(route.calls.last.request.content)["tools"]]
-    assert names == ["bash", "READ_TOOL_RESULT"]
+
+    def offered(messages: list[dict[str, Any]]) -> list[str]:
+        completion(
+            model="gpt-4o", messages=messages, tools=[bash], api_key="sk-test", session_id="s"
+        )
+        tools = json.loads(route.calls.last.request.content)["tools"]
+        return [t["function"]["name"] for t in tools]
+
+    assert offered(history(["a"])) == ["bash"]  # nothing archived: the tool would only cost
+    messages = history([sized(i, 1200) for i in range(5)])
+    assert offered(messages) == ["bash", "READ_TOOL_RESULT"]
+    assert sent_messages(route)[3]["content"].startswith("[archived t")
+    assert offered(messages) == ["bash", "READ_TOOL_RESULT"]  # from then on, every call
 
 
 @respx.mock

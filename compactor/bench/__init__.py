@@ -72,7 +72,8 @@ def bench(options: BenchOptions) -> list[PolicyFigures]:
         "policies": configs,
         "traces": str(options.traces) if options.traces else None,
     }
-    data, picture = write(options.out, f"{workload}-{window}", rows, results, meta)
+    stem = f"{workload}-{options.model.rsplit('/', 1)[-1]}-{window}"
+    data, picture = write(options.out, stem, rows, results, meta)
     print(f"\nwrote {data}" + (f" and {picture}" if picture else " (no chart: no matplotlib)"))
     return rows
 

@@ -158,28 +158,31 @@ class CompactorPolicy:
 
 
 class _CompactorReplay:
+    """compactor as its wrapper drives it: READ_TOOL_RESULT is offered once something is
+    archived."""
+
     def __init__(self, compactor: Compactor, tools: list[dict[str, Any]]) -> None:
         self.compactor = compactor
-        self.tools = [*tools, compactor.tool_schema]
+        self.tools = tools
 
     def prepare(self, prefix: list[Message]) -> Prepared:
+        session = self.compactor._session("bench")
         try:
-            result = self.compactor.compact(prefix, session_id="bench", tools=self.tools)
+            tools = self.compactor._offered(session, self.tools)
+            result = self.compactor.compact(prefix, session_id="bench", tools=tools)
         except ContextExhaustedError:
             return Prepared(None, retrievable=True)
         usage = [
             e.summary_usage for e in result.events if isinstance(e, CompactionEvent | ReplanEvent)
         ]
-        summarizer_in = sum(int(u.get("input_tokens", 0)) for u in usage)
-        summarizer_out = sum(int(u.get("output_tokens", 0)) for u in usage)
-        compactions = sum(isinstance(e, CompactionEvent | ReplanEvent) for e in result.events)
+        offered = self.compactor._offered(session, self.tools) or []
         return Prepared(
             result.messages,
             retrievable=True,
-            compactions=compactions,
-            summarizer_input=summarizer_in,
-            summarizer_output=summarizer_out,
-            tools=[self.compactor.tool_schema],
+            compactions=sum(isinstance(e, CompactionEvent | ReplanEvent) for e in result.events),
+            summarizer_input=sum(int(u.get("input_tokens", 0)) for u in usage),
+            summarizer_output=sum(int(u.get("output_tokens", 0)) for u in usage),
+            tools=[tool for tool in offered if tool not in self.tools],
         )
 
     def observe(self, input_tokens: int, output_tokens: int) -> None:
