@@ -195,6 +195,8 @@ def chart(
     for policy, tokens in per_call.items():
         left.plot(range(1, len(tokens) + 1), tokens, label=policy, linewidth=1.4)
     left.axhline(meta["window"], color="black", linestyle="--", linewidth=1, label="window")
+    # Without compaction a session grows far past the window; the policies live below it.
+    left.set_ylim(0, 1.6 * meta["window"])
     left.set(title=f"Input tokens per call: {shown}", xlabel="model call", ylabel="input tokens")
     left.legend(fontsize=8)
     right.barh([r.policy for r in rows], [r.cost_usd for r in rows], color="tab:blue")
