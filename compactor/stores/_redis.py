@@ -24,7 +24,7 @@ from compactor.errors import ConfigError, PersistenceWarning, StoreError
 
 CONNECT_TIMEOUT = 1.0
 """Seconds to wait for a connection, on clients made from a URL."""
-READ_TIMEOUT = 3.0
+READ_TIMEOUT = 2.0
 """Seconds to wait for an answer, on clients made from a URL: a hung server fails fast."""
 
 
