@@ -77,7 +77,10 @@ class RedisToolResultStore:
             if index is None:
                 pipe.delete(index_name)
             else:
-                pipe.set(index_name, index, px=self._px)
+                # A second longer than its text: an index never expires first, which would
+                # make a page of the text read as ASCII.
+                px = None if self._px is None else self._px + 1000
+                pipe.set(index_name, index, px=px)
             pipe.execute()
 
     def read(self, key: SessionKey, handle: str, offset: int, limit: int) -> str | None:
