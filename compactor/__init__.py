@@ -6,6 +6,7 @@ stays readable through the ``READ_TOOL_RESULT`` tool.
 """
 
 import os as _os
+from typing import TYPE_CHECKING
 
 # litellm must read its bundled model map, never fetch one: these machines may be offline.
 _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -21,6 +22,7 @@ from compactor.errors import (
     ContextExhaustedError,
     InvalidMessagesError,
     InvalidSessionIdError,
+    PersistenceWarning,
     StoreError,
     SummarizerError,
 )
@@ -47,6 +49,9 @@ from compactor.summarizer import Summarizer, SummaryReply, SummaryRequest
 from compactor.tokens import TokenMeter
 from compactor.tool import TOOL_NAME
 
+if TYPE_CHECKING:
+    from compactor.stores.redis import RedisSessionStore, RedisToolResultStore
+
 __all__ = [
     "TOOL_NAME",
     "CompactResult",
@@ -66,6 +71,9 @@ __all__ = [
     "MemorySessionStore",
     "MemoryToolResultStore",
     "ModelCallEvent",
+    "PersistenceWarning",
+    "RedisSessionStore",
+    "RedisToolResultStore",
     "ReplanEvent",
     "RunStartedEvent",
     "SessionKey",
@@ -81,3 +89,13 @@ __all__ = [
     "ToolResultStore",
     "reply_message",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # The Redis stores need the ``redis`` extra: imported on first use, never by ``import
+    # compactor``.
+    if name in ("RedisSessionStore", "RedisToolResultStore"):
+        from compactor.stores import redis
+
+        return getattr(redis, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

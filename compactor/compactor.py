@@ -123,6 +123,49 @@ class Compactor:
         self._config_digest = config_digest(model, self.config)
         self._sessions: dict[str, Session] = {}
 
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        model: str,
+        *,
+        prefix: str = "compactor",
+        tool_result_ttl: float | None = None,
+        config: CompactorConfig | None = None,
+        summarizer: Summarizer | None = None,
+        tenant: str = "default",
+        user: str | None = None,
+    ) -> Compactor:
+        """A Compactor whose tool results and session logs live in one Redis server.
+
+        Needs the ``redis`` extra. Both stores share one client made from ``url`` (with short
+        timeouts: during an outage calls raise StoreError within seconds).
+
+        Args:
+            url: ``redis://[[user]:password@]host[:port][/db]`` (or ``rediss://``, ``unix://``).
+            model: as for ``Compactor``.
+            prefix: the first part of every key (one per deployment or tenant, say).
+            tool_result_ttl: seconds after which stored tool outputs expire (None: never).
+            config, summarizer, tenant, user: as for ``Compactor``.
+
+        Raises:
+            ConfigError: the server may evict keys (``maxmemory-policy``), or the model's
+                window is unknown.
+            StoreError: the server does not answer.
+        """
+        from compactor.stores.redis import RedisSessionStore, RedisToolResultStore, connect
+
+        client = connect(url)
+        return cls(
+            model,
+            config=config,
+            tool_results=RedisToolResultStore(client, prefix=prefix, ttl=tool_result_ttl),
+            sessions=RedisSessionStore(client, prefix=prefix),
+            summarizer=summarizer,
+            tenant=tenant,
+            user=user,
+        )
+
     # -- the public surface ---------------------------------------------------------------
 
     def compact(

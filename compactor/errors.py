@@ -18,6 +18,9 @@ The tree::
         ├── LeaseLostError                   this writer's lease was taken over: append refused
         ├── AccessDeniedError                the session belongs to another tenant or user
         └── RecoveryBlockedError             a checkpoint does not match this schema/config/tools
+
+and one warning, ``PersistenceWarning`` (a ``UserWarning``): a store's server keeps nothing on
+disk.
 """
 
 from __future__ import annotations
@@ -130,3 +133,7 @@ class RecoveryBlockedError(StoreError):
     def __init__(self, message: str, *, changed: list[str]) -> None:
         super().__init__(message)
         self.changed = changed
+
+
+class PersistenceWarning(UserWarning):
+    """A store's server keeps nothing on disk (Redis without AOF or RDB save points)."""

@@ -13,6 +13,7 @@ import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import pytest
 
@@ -20,6 +21,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from compactor import Compactor, CompactorConfig, MemorySessionStore, MemoryToolResultStore
 from compactor.testing import ScriptedSummarizer
+from tests.redis_server import RedisServer
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 OPENAI_URL = "https://api.openai.com/v1/chat/completions"
@@ -204,3 +206,18 @@ def litellm_offline() -> Iterator[Any]:
     litellm.in_memory_llm_clients_cache.flush_cache()
     asyncio.set_event_loop(None)
     loop.close()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One redis-server for the whole run (AOF on, fsync every second); tests keep apart by
+    key prefix. Fails in CI, and skips elsewhere, when redis-server is not installed."""
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_prefix() -> str:
+    """A key prefix no other test uses."""
+    return f"test-{uuid4().hex[:12]}"

@@ -9,6 +9,15 @@ python tests/store_workers.py crash <root> <trials> <seed>
 python tests/store_workers.py lease <root> <owner> <appends> <ttl>
     Make ``appends`` attempts to append under a short lease, pausing past the ttl now and
     then so other workers take it over; print the acked and the refused markers as JSON.
+
+python tests/store_workers.py pause <root> <ttl>
+    Take the lease once and append under it, printing "acked <marker>" as each append
+    returns, until appends are refused (the test stops this process past its lease, takes the
+    lease over, and lets it run again); make 20 more attempts, then print the acked and the
+    refused markers as JSON.
+
+A <root> of the form ``redis://host:port/db#prefix`` names a RedisSessionStore (the prefix
+after the ``#``); any other root is a JsonlSessionStore folder.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from typing import NoReturn
 
 from compactor.errors import LeaseHeldError, LeaseLostError
 from compactor.events import ModelCallEvent
-from compactor.stores import JsonlSessionStore, Lease, SessionKey
+from compactor.stores import JsonlSessionStore, Lease, SessionKey, SessionStore
 from compactor.stores.jsonl import FsyncPolicy
 
 KEY = SessionKey("shared", "acme")
@@ -76,8 +85,18 @@ def _append_until_killed(root: str, trial: int, pipe: int, rng: random.Random) -
     os._exit(1)  # only reached on an error: a healthy child is killed mid-loop
 
 
+def open_store(root: str) -> SessionStore:
+    """The store a worker's <root> names."""
+    if root.startswith("redis://"):
+        from compactor.stores.redis import RedisSessionStore  # only the Redis tests need redis
+
+        url, _, prefix = root.partition("#")
+        return RedisSessionStore(url, prefix=prefix)
+    return JsonlSessionStore(root)
+
+
 def lease(root: str, owner: str, appends: int, ttl: float) -> None:
-    store = JsonlSessionStore(root)
+    store = open_store(root)
     held: Lease | None = None
     acked: list[str] = []
     refused: list[str] = []
@@ -99,9 +118,29 @@ def lease(root: str, owner: str, appends: int, ttl: float) -> None:
     print(json.dumps({"acked": acked, "refused": refused}))
 
 
+def pause(root: str, ttl: float) -> None:
+    store = open_store(root)
+    held = store.acquire(KEY, ttl=ttl, owner=f"paused-{os.getpid()}")
+    acked: list[str] = []
+    refused: list[str] = []
+    for number in itertools.count():
+        marker = f"p-{number}"
+        try:
+            store.append(KEY, ModelCallEvent(model=marker), lease=held)
+            acked.append(marker)
+            print(f"acked {marker}", flush=True)
+        except LeaseLostError:
+            refused.append(marker)
+            if len(refused) > 20:
+                break
+    print(json.dumps({"acked": acked, "refused": refused}), flush=True)
+
+
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
     if command == "crash":
         crash(args[0], int(args[1]), int(args[2]))
+    elif command == "pause":
+        pause(args[0], float(args[1]))
     else:
         lease(args[0], args[1], int(args[2]), float(args[3]))

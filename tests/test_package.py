@@ -14,9 +14,26 @@ from compactor.cli import main
 
 
 def test_importing_compactor_does_not_import_litellm() -> None:
-    code = "import sys, compactor; print('litellm' in sys.modules, 'openai' in sys.modules)"
+    code = (
+        "import sys, compactor; "
+        "print('litellm' in sys.modules, 'openai' in sys.modules, 'redis' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "False"]
+    assert out.stdout.split() == ["False", "False", "False"]
+
+
+def test_compactor_imports_without_the_redis_extra() -> None:
+    code = (
+        "import sys; sys.modules['redis'] = None\n"  # as if redis-py were not installed
+        "import compactor\n"
+        "from compactor import Compactor, JsonlSessionStore\n"
+        "try:\n"
+        "    compactor.RedisSessionStore\n"
+        "except ImportError:\n"
+        "    print('needs the extra')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[0] == "needs the extra"
 
 
 def test_the_public_names_are_importable() -> None:

@@ -1,8 +1,9 @@
 """The SessionStore contract, run unchanged on every backend so that behaviour cannot drift.
 
-A backend is one entry in ``BACKENDS``: a function of a fresh folder that returns a way to
-open store handles on the same storage (a new handle for the JSONL store, so these tests also
-show that what one handle wrote another reads; the same object for the memory store).
+A backend is one entry in ``BACKENDS``: a function of the test's request and a fresh folder
+that returns a way to open store handles on the same storage (a new handle for the JSONL and
+Redis stores, so these tests also show that what one handle wrote another reads; the same
+object for the memory store). Redis runs on the session's real server, under a fresh prefix.
 """
 
 from __future__ import annotations
@@ -30,20 +31,33 @@ from compactor.stores import (
     SessionKey,
     SessionStore,
 )
+from compactor.stores.redis import RedisSessionStore, connect
+from tests.redis_server import RedisServer
 
 Opener = Callable[[], SessionStore]
 
 
-def _memory(folder: Path) -> Opener:
+def _memory(request: pytest.FixtureRequest, folder: Path) -> Opener:
     store = MemorySessionStore()
     return lambda: store
 
 
-def _jsonl(folder: Path) -> Opener:
+def _jsonl(request: pytest.FixtureRequest, folder: Path) -> Opener:
     return lambda: JsonlSessionStore(folder / "sessions")
 
 
-BACKENDS: dict[str, Callable[[Path], Opener]] = {"memory": _memory, "jsonl": _jsonl}
+def _redis(request: pytest.FixtureRequest, folder: Path) -> Opener:
+    server: RedisServer = request.getfixturevalue("redis_server")
+    prefix: str = request.getfixturevalue("redis_prefix")
+    client = connect(server.url)
+    return lambda: RedisSessionStore(client, prefix=prefix)
+
+
+BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Opener]] = {
+    "memory": _memory,
+    "jsonl": _jsonl,
+    "redis": _redis,
+}
 
 KEY = SessionKey("s-1", "acme", "alice")
 
@@ -51,7 +65,7 @@ KEY = SessionKey("s-1", "acme", "alice")
 @pytest.fixture(params=sorted(BACKENDS))
 def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
     """Opens handles on one fresh storage of the backend under test."""
-    return BACKENDS[request.param](tmp_path)
+    return BACKENDS[request.param](request, tmp_path)
 
 
 @pytest.fixture
