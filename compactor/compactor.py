@@ -1,19 +1,17 @@
 """Compactor: the public face: compact(), wrap(), READ_TOOL_RESULT and the session log.
 
 Every operation that may need an LLM (the summary tier) or the wrapped model is written once,
-as a generator of steps; ``_run`` calls each step and ``_arun`` awaits it. So ``compact()`` and
-``acompact()``, and the sync and async wrappers, share one implementation.
+as a generator of steps that ``driving.run`` calls and ``driving.arun`` awaits. So ``compact()``
+and ``acompact()``, and the sync and async wrappers, share one implementation.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import os
 import time
-from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,19 +19,24 @@ from compactor.adapters.calls import (
     AsyncUsageStream,
     Usage,
     UsageStream,
-    counted_tokens,
+    error_scale,
     field,
     finish_reason_of,
+    has_tool,
+    is_async,
     is_context_error,
+    signature_of,
     usage_of,
 )
 from compactor.adapters.litellm import LiteLLMSummarizer
 from compactor.checkpoints import changes, config_digest, reply_message, take, toolset_digest
 from compactor.compaction import Compaction, CompactResult
 from compactor.config import CompactorConfig
-from compactor.errors import RecoveryBlockedError, StoreError, SummarizerError
+from compactor.driving import ModelCall, Steps, arun, run
+from compactor.errors import RecoveryBlockedError, StoreError
 from compactor.events import Event, ModelCallEvent, Tier, Trigger
 from compactor.messages import Message
+from compactor.reading import answer
 from compactor.session import Sent, Session
 from compactor.stores import (
     DiskToolResultStore,
@@ -45,37 +48,15 @@ from compactor.stores import (
 )
 from compactor.strategies import higher
 from compactor.strategies.summary import Target
-from compactor.summarizer import Summarizer, SummaryRequest
+from compactor.summarizer import Summarizer
 from compactor.tokens import TokenMeter, model_window, payback_ratio
-from compactor.tool import (
-    TOOL_NAME,
-    ReadArgs,
-    answer_error,
-    answer_page,
-    minimum_limit,
-    parse_arguments,
-    schema,
-)
+from compactor.tool import TOOL_NAME, parse_arguments, schema
 
 T = TypeVar("T")
 Tools = Sequence[dict[str, Any]] | None
 
 # The summariser's tokenizer may differ from ours: leave it a tenth of its window to spare.
 _SUMMARY_MARGIN = 0.9
-# After a context error with no count in its message, estimates are raised at most this much.
-_MAX_GUESS = 1.5
-
-
-@dataclass(frozen=True)
-class _ModelCall:
-    """A step: call the wrapped function with these keyword arguments."""
-
-    fn: Callable[..., Any]
-    kwargs: dict[str, Any]
-
-
-_Step = _ModelCall | SummaryRequest
-_Steps = Generator[_Step, Any, T]
 
 
 class Compactor:
@@ -192,7 +173,7 @@ class Compactor:
             ContextExhaustedError: the history cannot be brought under the window.
         """
         steps = self._compact_steps(messages, session_id, tools, max_tokens, run_id)
-        return self._run(steps)
+        return run(steps, self.summarizer)
 
     async def acompact(
         self,
@@ -205,7 +186,7 @@ class Compactor:
     ) -> CompactResult:
         """``compact()`` for async agents: the same steps, awaited."""
         steps = self._compact_steps(messages, session_id, tools, max_tokens, run_id)
-        return await self._arun(steps)
+        return await arun(steps, self.summarizer)
 
     def wrap(self, fn: Callable[..., T]) -> Callable[..., T]:
         """Wrap a completion function so that every call is compacted and measured.
@@ -218,8 +199,8 @@ class Compactor:
         the chunks pass through untouched and the final chunk's usage is recorded. A
         context-length error triggers one compaction at the next tier and one retry.
         """
-        signature = _signature(fn)
-        if _is_async(fn):
+        signature = signature_of(fn)
+        if is_async(fn):
 
             @functools.wraps(fn)
             async def async_wrapper(
@@ -227,7 +208,7 @@ class Compactor:
             ) -> Any:
                 kwargs = self._call_kwargs(signature, args, kwargs)
                 steps = self._call_steps(fn, kwargs, session_id, run_id)
-                session, sent, started, response = await self._arun(steps)
+                session, sent, started, response = await arun(steps, self.summarizer)
                 return self._observe(session, sent, started, response, kwargs, AsyncUsageStream)
 
             return async_wrapper  # type: ignore[return-value]
@@ -236,7 +217,7 @@ class Compactor:
         def wrapper(*args: Any, session_id: str, run_id: str | None = None, **kwargs: Any) -> Any:
             kwargs = self._call_kwargs(signature, args, kwargs)
             steps = self._call_steps(fn, kwargs, session_id, run_id)
-            session, sent, started, response = self._run(steps)
+            session, sent, started, response = run(steps, self.summarizer)
             return self._observe(session, sent, started, response, kwargs, UsageStream)
 
         return wrapper
@@ -268,7 +249,7 @@ class Compactor:
             StoreError: the result is known but its store failed or lost it.
         """
         args = parse_arguments({"tool_call_id": tool_call_id, "offset": offset, "limit": limit})
-        return self._answer(self._session(session_id), args)
+        return answer(self._session(session_id), args, self.config)
 
     def handle_tool_call(self, session_id: str, tool_call: object) -> dict[str, Any]:
         """Answer a READ_TOOL_RESULT call of the model: the tool message to append.
@@ -285,7 +266,7 @@ class Compactor:
         if name != TOOL_NAME:
             raise ValueError(f"not a {TOOL_NAME} call: {name!r}")
         args = parse_arguments(field(function, "arguments") or "{}")
-        content = self._answer(self._session(session_id), args)
+        content = answer(self._session(session_id), args, self.config)
         return {"role": "tool", "tool_call_id": field(tool_call, "id"), "content": content}
 
     def events(self, session_id: str) -> list[Event]:
@@ -350,7 +331,7 @@ class Compactor:
         trigger: Trigger = "pre_call",
         floor: Tier = "none",
         scale: float = 1.0,
-    ) -> _Steps[CompactResult]:
+    ) -> Steps[CompactResult]:
         session = self._session(session_id)
         results = session.accept(messages, run_id)
         session.tools = list(tools) if tools else None
@@ -410,45 +391,6 @@ class Compactor:
 
     # -- READ_TOOL_RESULT -------------------------------------------------------------------
 
-    def _answer(self, session: Session, args: ReadArgs | str) -> str:
-        folder = self.config.templates
-        if isinstance(args, str):
-            return answer_error(args, _newest(session), folder)
-        info = session.state.find(args.tool_call_id)
-        if info is None:
-            session.reload()  # another process of this session may have stored it
-            info = session.state.find(args.tool_call_id)
-        if info is None:
-            problem = f"no tool result with tool_call_id {args.tool_call_id!r} in this session"
-            return answer_error(problem, _newest(session), folder)
-        if isinstance(info, list):
-            problem = (
-                f"tool_call_id {args.tool_call_id!r} was used by several calls; "
-                "pass one of their handles instead"
-            )
-            return answer_error(problem, info, folder)
-        if args.offset > info.chars:
-            problem = (
-                f"offset {args.offset} is past the end of {info.handle!r}, which has "
-                f"{info.chars} chars; use an offset from 0 to {info.chars}"
-            )
-            return answer_error(problem, [], folder)
-        limit = min(args.limit or self.config.read_limit_chars, self.config.read_limit_chars)
-        smallest = minimum_limit(info.handle, info.chars, folder)
-        if limit < smallest:
-            return answer_error(f"limit {limit} is too small; use at least {smallest}", [], folder)
-
-        def read(offset: int, count: int) -> str:
-            text = self.tool_results.read(session.key, info.handle, offset, count)
-            if text is None:
-                raise StoreError(
-                    f"tool result {info.handle!r} of session "
-                    f"{session.key.session_id!r} is missing from its store"
-                )
-            return text
-
-        return answer_page(info.handle, info.chars, args.offset, limit, read, folder)
-
     # -- wrapped calls ----------------------------------------------------------------------
 
     def _call_kwargs(
@@ -467,22 +409,22 @@ class Compactor:
 
     def _call_steps(
         self, fn: Callable[..., Any], kwargs: dict[str, Any], session_id: str, run_id: str | None
-    ) -> _Steps[tuple[Session, Sent | None, float, Any]]:
+    ) -> Steps[tuple[Session, Sent | None, float, Any]]:
         max_tokens = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens")
         session = self._session(session_id)
 
         def compact(
             trigger: Trigger = "pre_call", floor: Tier = "none", scale: float = 1.0
-        ) -> _Steps[CompactResult]:
+        ) -> Steps[CompactResult]:
             tools = self._offered(session, kwargs.get("tools"))
             return self._compact_steps(
                 kwargs["messages"], session_id, tools, max_tokens, run_id, trigger, floor, scale
             )
 
-        def request(result: CompactResult) -> _ModelCall:
+        def request(result: CompactResult) -> ModelCall:
             tools = self._offered(session, kwargs.get("tools"))
             sent = {**kwargs, "messages": result.messages}
-            return _ModelCall(fn, {**sent, "tools": tools} if tools else sent)
+            return ModelCall(fn, {**sent, "tools": tools} if tools else sent)
 
         result = yield from compact()
         started = time.perf_counter()
@@ -491,7 +433,7 @@ class Compactor:
         except Exception as exc:
             if not is_context_error(exc):
                 raise
-            scale = _error_scale(exc, result.window, result.input_tokens)
+            scale = error_scale(exc, result.window, result.input_tokens)
             result = yield from compact("context_error", higher(result.tier), scale)
             started = time.perf_counter()
             response = yield request(result)
@@ -507,7 +449,7 @@ class Compactor:
         archived = bool(state.archive) or state.condensed is not None
         if not tools or not self.config.add_read_tool or not archived:
             return tools
-        return tools if _has_tool(tools, TOOL_NAME) else [*tools, self.tool_schema]
+        return tools if has_tool(tools, TOOL_NAME) else [*tools, self.tool_schema]
 
     def _observe(
         self,
@@ -568,84 +510,3 @@ class Compactor:
                 keep_last=self.config.checkpoint_keep,
                 lease=session.lease(),
             )
-
-    # -- drivers ------------------------------------------------------------------------------
-
-    def _run(self, steps: _Steps[T]) -> T:
-        reply: Any = None
-        error: Exception | None = None
-        while True:
-            try:
-                step = steps.throw(error) if error is not None else steps.send(reply)
-            except StopIteration as stop:
-                result: T = stop.value
-                return result
-            try:
-                if isinstance(step, SummaryRequest):
-                    reply, error = self._summarize(step), None
-                else:
-                    reply, error = step.fn(**step.kwargs), None
-            except Exception as exc:
-                reply, error = None, exc
-
-    async def _arun(self, steps: _Steps[T]) -> T:
-        reply: Any = None
-        error: Exception | None = None
-        while True:
-            try:
-                step = steps.throw(error) if error is not None else steps.send(reply)
-            except StopIteration as stop:
-                result: T = stop.value
-                return result
-            try:
-                if isinstance(step, SummaryRequest):
-                    reply, error = await self._asummarize(step), None
-                else:
-                    reply, error = await step.fn(**step.kwargs), None
-            except Exception as exc:
-                reply, error = None, exc
-
-    def _summarize(self, request: SummaryRequest) -> Any:
-        try:
-            return self.summarizer.summarize(request)
-        except Exception as exc:
-            raise SummarizerError(f"{type(exc).__name__}: {exc}") from exc
-
-    async def _asummarize(self, request: SummaryRequest) -> Any:
-        try:
-            return await asyncio.wait_for(self.summarizer.asummarize(request), request.timeout)
-        except Exception as exc:
-            raise SummarizerError(f"{type(exc).__name__}: {exc}") from exc
-
-
-def _error_scale(exc: BaseException, window: int, estimate: int) -> float:
-    """How much a context error says our estimate was low.
-
-    The provider's own count, when its message gives one, is exact. Otherwise the request had
-    at least ``window + 1`` tokens; a gap wider than ``_MAX_GUESS`` points at something other
-    than our count (a window set too large, say), which no amount of compaction would fix.
-    """
-    counted = counted_tokens(exc)
-    if counted is not None:
-        return max(1.0, counted / max(estimate, 1))
-    return min(_MAX_GUESS, max(1.0, (window + 1) / max(estimate, 1)))
-
-
-def _newest(session: Session) -> list[str]:
-    return list(reversed(session.state.results))[:20]
-
-
-def _has_tool(tools: Sequence[Any], name: str) -> bool:
-    return any(field(field(tool, "function"), "name") == name for tool in tools)
-
-
-def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
-    try:
-        return inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-
-
-def _is_async(fn: Callable[..., Any]) -> bool:
-    # SDK methods are often sync wrappers (functools.wraps) around an ``async def``.
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(inspect.unwrap(fn))

@@ -8,9 +8,10 @@ and ``import compactor`` must never pay for importing it.
 
 from __future__ import annotations
 
+import inspect
 import re
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,42 @@ def counted_tokens(exc: BaseException) -> int | None:
     """The input tokens a provider says a rejected request had, if its message says so."""
     match = _COUNTED.search(str(exc))
     return int(match[1].replace(",", "")) if match else None
+
+
+MAX_GUESS = 1.5
+"""After a context error with no count in its message, estimates are raised at most this much."""
+
+
+def error_scale(exc: BaseException, window: int, estimate: int) -> float:
+    """How much a context error says our estimate was low.
+
+    The provider's own count, when its message gives one, is exact. Otherwise the request had
+    at least ``window + 1`` tokens; a gap wider than ``MAX_GUESS`` points at something other
+    than our count (a window set too large, say), which no amount of compaction would fix.
+    """
+    counted = counted_tokens(exc)
+    if counted is not None:
+        return max(1.0, counted / max(estimate, 1))
+    return min(MAX_GUESS, max(1.0, (window + 1) / max(estimate, 1)))
+
+
+def has_tool(tools: Sequence[Any], name: str) -> bool:
+    """Whether a list of tool schemas has a function called ``name``."""
+    return any(field(field(tool, "function"), "name") == name for tool in tools)
+
+
+def signature_of(fn: Callable[..., Any]) -> inspect.Signature | None:
+    """``fn``'s signature, or None for callables that have none to show."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def is_async(fn: Callable[..., Any]) -> bool:
+    """Whether calling ``fn`` gives a coroutine."""
+    # SDK methods are often sync wrappers (functools.wraps) around an ``async def``.
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(inspect.unwrap(fn))
 
 
 def _int(value: object) -> int | None:
