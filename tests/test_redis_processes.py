@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -101,37 +100,7 @@ def test_a_writer_paused_past_its_lease_lands_nothing_after_the_takeover(
     assert set(summary["acked"]) == set(found[:-1])  # and nothing was lost before it
 
 
-AGENT = textwrap.dedent("""
-    import json, os, sys
-    from compactor import Compactor, CompactorConfig
-    from compactor.state import dump_state
-    from compactor.testing import FakeCompletion, ScriptedSummarizer
-    from compactor.bench.trajectory import BASH_TOOL
-
-    url, prefix, ending = sys.argv[1], sys.argv[2], sys.argv[3]
-    compactor = Compactor.from_url(url, "gpt-4o", prefix=prefix,
-                                   config=CompactorConfig(context_window=6000),
-                                   summarizer=ScriptedSummarizer())
-    fake = FakeCompletion()
-    completion = compactor.wrap(fake)
-    messages = [{"role": "system", "content": "agent"}, {"role": "user", "content": "task"}]
-    for number in range(8):
-        fake.enqueue(f"step {number}", tool_calls=[(f"c{number}", "bash", {"command": "ls"})])
-        reply = completion(messages=messages, tools=[BASH_TOOL], session_id="job")
-        messages.append(reply["choices"][0]["message"])
-        messages.append({"role": "tool", "tool_call_id": f"c{number}",
-                         "content": f"output {number}: résumé ✓ 中文 😀 " * 200})
-    fake.enqueue("done")
-    reply = completion(messages=messages, tools=[BASH_TOOL], session_id="job")
-    messages.append(reply["choices"][0]["message"])
-    print(json.dumps({"messages": messages,
-                      "state": dump_state(compactor._session("job").state)}))
-    sys.stdout.flush()
-    if ending == "close":
-        compactor.close()
-    else:
-        os._exit(0)  # dies holding its lease, closing nothing
-""")
+AGENT = str(Path(__file__).with_name("scripted_agent.py"))
 
 
 @pytest.mark.parametrize("ending", ["close", "die"])
@@ -139,7 +108,7 @@ def test_a_second_process_pages_the_results_and_resumes_the_session(
     redis_server: RedisServer, redis_prefix: str, ending: str
 ) -> None:
     run = subprocess.run(
-        [sys.executable, "-c", AGENT, redis_server.url, redis_prefix, ending],
+        [sys.executable, AGENT, "redis", redis_server.url, redis_prefix, ending],
         capture_output=True,
         text=True,
         check=True,

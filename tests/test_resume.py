@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,39 +16,13 @@ from compactor.state import dump_state
 from compactor.testing import ScriptedSummarizer
 from tests.conftest import history
 
-AGENT = textwrap.dedent("""
-    import json, sys
-    from compactor import Compactor, CompactorConfig
-    from compactor.state import dump_state
-    from compactor.testing import FakeCompletion, ScriptedSummarizer
-    from compactor.bench.trajectory import BASH_TOOL
-
-    home, window = sys.argv[1], int(sys.argv[2])
-    compactor = Compactor("gpt-4o", config=CompactorConfig(context_window=window), home=home,
-                          summarizer=ScriptedSummarizer())
-    fake = FakeCompletion()
-    completion = compactor.wrap(fake)
-    messages = [{"role": "system", "content": "agent"}, {"role": "user", "content": "task"}]
-    for number in range(8):
-        fake.enqueue(f"step {number}", tool_calls=[(f"c{number}", "bash", {"command": "ls"})])
-        reply = completion(messages=messages, tools=[BASH_TOOL], session_id="job")
-        messages.append(reply["choices"][0]["message"])
-        messages.append({"role": "tool", "tool_call_id": f"c{number}",
-                         "content": f"output {number} " * 400})
-    fake.enqueue("done")
-    reply = completion(messages=messages, tools=[BASH_TOOL], session_id="job")
-    messages.append(reply["choices"][0]["message"])
-    print(json.dumps({"messages": messages,
-                      "state": dump_state(compactor._session("job").state)}))
-    sys.stdout.flush()
-    import os
-    os._exit(0)  # dies without releasing its lease or closing anything
-""")
+AGENT = str(Path(__file__).with_name("scripted_agent.py"))
 
 
-def run_agent(home: Path, window: int = 6000) -> dict:
+def run_agent(home: Path) -> dict:
+    """Run the scripted agent in a child process that dies holding its lease."""
     out = subprocess.run(
-        [sys.executable, "-c", AGENT, str(home), str(window)],
+        [sys.executable, AGENT, "home", str(home), "die"],
         capture_output=True,
         text=True,
         check=True,
