@@ -178,18 +178,21 @@ def _bench_parser(commands: Any) -> None:
 def _bench(args: argparse.Namespace) -> int:
     from compactor.bench import BenchOptions, bench
 
-    bench(
-        BenchOptions(
-            traces=args.traces,
-            usage=args.usage,
-            window=args.window,
-            model=args.model,
-            policies=tuple(args.policies),
-            out=args.out,
-            sessions=args.sessions,
-            max_calls=args.max_calls,
-        )
+    options = BenchOptions(
+        traces=args.traces,
+        usage=args.usage,
+        window=args.window,
+        model=args.model,
+        policies=tuple(args.policies),
+        out=args.out,
+        sessions=args.sessions,
+        max_calls=args.max_calls,
     )
+    try:
+        bench(options)
+    except (ValueError, FileNotFoundError) as exc:  # a bad option: say it, no traceback
+        print(f"compactor bench: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

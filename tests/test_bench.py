@@ -116,3 +116,14 @@ def test_peers_clear_old_tool_results_like_their_packages_do() -> None:
             continue
         assert contents[-1] == big(5, 8000), policy.name
         assert any(c in ("[cleared]", "[tool result cleared]") for c in contents), policy.name
+
+
+def test_bad_options_are_reported_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from compactor.cli import main
+
+    assert main(["bench", "--policies", "nope", "--out", str(tmp_path)]) == 2
+    assert "unknown or unavailable policies ['nope']" in capsys.readouterr().err
+    assert main(["bench", "--traces", str(tmp_path), "--out", str(tmp_path)]) == 2
+    assert "no *.jsonl trajectories" in capsys.readouterr().err

@@ -84,7 +84,7 @@ def _choose(available: Sequence[Policy], names: Sequence[str]) -> list[Policy]:
     known = {policy.name: policy for policy in available}
     unknown = [name for name in names if name not in known]
     if unknown:
-        raise SystemExit(f"unknown or unavailable policies {unknown}; available: {list(known)}")
+        raise ValueError(f"unknown or unavailable policies {unknown}; available: {list(known)}")
     return [known[name] for name in names]
 
 
