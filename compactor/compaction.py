@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 from compactor.config import CompactorConfig
@@ -26,9 +26,9 @@ from compactor.events import (
     Trigger,
 )
 from compactor.messages import Message, text_of
-from compactor.session import Placed, Results, Sent, Session
+from compactor.session import Results, Sent, Session
 from compactor.state import Condensed
-from compactor.strategies import Slot, archive, band, higher, kept, rank, start_tier
+from compactor.strategies import Slot, archive, band, below, higher, kept, rank, start_tier
 from compactor.strategies.summary import (
     Target,
     entries,
@@ -103,6 +103,7 @@ class Compaction:
         if self.session.state.raise_tier and self.trigger == "pre_call":
             # The last call stopped at its length limit while the context was full.
             floor = max(floor, higher(band(before / self.window, self.config)), key=rank)
+            self.trigger = "finish_length"
         tier = start_tier(before / self.window, floor, self.config)
         self.floor = floor
         while tier != "none":
@@ -160,10 +161,6 @@ class Compaction:
         keep = self.config.keep_offload if tier == "offload" else self.config.keep_placeholder
         slots = self._slots(level)
         changes = archive(slots, keep=keep, level=level)
-        # A call's long input goes with its result, even when the result itself is too short
-        # to archive (a file written through a tool answers with nothing).
-        older = {slot.handle for slot in slots[: max(len(slots) - keep, 0)]}
-        changes.update(self._inputs_of(older, level))
         if not changes:
             return False
         before = self._view(self.session.state.archive, self.condensed)
@@ -205,34 +202,23 @@ class Compaction:
         return saved >= self.payback * tail
 
     def _slots(self, level: Level) -> list[Slot]:
-        """The visible tool results, with whether archiving each at ``level`` pays."""
+        """The visible tool results, with whether archiving each (and its input) pays."""
         session, slots = self.session, []
         for placed in self._visible_results():
             current = session.state.archive.get(placed.handle)
             text = text_of(self.messages[placed.index]["content"])
-            worth = current != level and session.worth(placed.handle, level, text)
-            slots.append(
-                Slot(placed.index, placed.handle, current, frozenset((level,) if worth else ()))
-            )
+            worth = below(current, level) and session.worth(placed.handle, level, text)
+            slot = Slot(placed.index, placed.handle, current, worth)
+            if placed.input is not None:
+                input_level = session.state.archive.get(placed.input)
+                input_worth = below(input_level, level) and session.worth(
+                    placed.input, level, placed.arguments
+                )
+                slot = replace(
+                    slot, input=placed.input, input_level=input_level, input_worth=input_worth
+                )
+            slots.append(slot)
         return slots
-
-    def _inputs_of(self, older: set[str], level: Level) -> dict[str, Level]:
-        """The long arguments of the calls whose results are old enough to archive."""
-        archive, found = self.session.state.archive, {}
-        for placed in self._visible_results():
-            if placed.handle not in older or placed.input is None:
-                continue
-            arguments = self._arguments(placed)
-            if archive.get(placed.input) != level and self.session.worth(
-                placed.input, level, arguments
-            ):
-                found[placed.input] = level
-        return found
-
-    def _arguments(self, placed: Placed) -> str:
-        call_id = self.session.state.results[placed.handle].tool_call_id
-        calls = self.messages[placed.call_index]["tool_calls"]
-        return next(str(c["function"]["arguments"]) for c in calls if c["id"] == call_id)
 
     def _visible_results(self) -> Results:
         start = self.condensed.covered if self.condensed else 0

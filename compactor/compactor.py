@@ -332,6 +332,7 @@ class Compactor:
         floor: Tier = "none",
         scale: float = 1.0,
     ) -> Steps[CompactResult]:
+        window = self._window_for(max_tokens)  # a bad max_tokens fails before anything is stored
         session = self._session(session_id)
         results = session.accept(messages, run_id)
         session.tools = list(tools) if tools else None
@@ -339,8 +340,8 @@ class Compactor:
             session,
             messages,
             results,
-            tools=list(tools) if tools else None,
-            window=self._window_for(max_tokens),
+            tools=session.tools,
+            window=window,
             trigger=trigger,
             scale=scale,
             config=self.config,
@@ -423,6 +424,17 @@ class Compactor:
 
         def request(result: CompactResult) -> ModelCall:
             tools = self._offered(session, kwargs.get("tools"))
+            if tools != session.tools:
+                # The first archive of the session adds READ_TOOL_RESULT after compaction
+                # measured the request: measure what is really sent, for the anchor.
+                measure = self.meter.measure(result.messages, tools, session.state.anchor)
+                session.sent = Sent(
+                    measure.tokens,
+                    measure.local,
+                    measure.digest,
+                    len(result.messages),
+                    result.window,
+                )
             sent = {**kwargs, "messages": result.messages}
             return ModelCall(fn, {**sent, "tools": tools} if tools else sent)
 

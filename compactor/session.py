@@ -20,6 +20,7 @@ from compactor.messages import (
     ToolResultAt,
     group_boundary,
     iter_tool_results,
+    text_digest,
     text_of,
     validate,
 )
@@ -42,6 +43,8 @@ class Placed:
     """Position of the assistant message that made the call."""
     input: str | None
     """Handle of the call's arguments, when they are long enough to archive too."""
+    arguments: str
+    """The call's arguments, as the caller sent them."""
 
 
 E = TypeVar("E", bound=EventBase)
@@ -202,16 +205,15 @@ class Session:
             if at.name == TOOL_NAME:
                 continue  # its answers are bounded by their limit and never archived again
             message = messages[at.index]
-            digest = self.meter.message_digest(message)
+            # The call's arguments are part of what identifies a result: providers reuse ids,
+            # and two writes that both answer "ok" must not share the first one's input.
+            digest = text_digest(self.meter.message_digest(message) + at.arguments)
             handle = self.state.handles.get(digest)
             if handle is None:
                 handle = self._store(message, at, digest)
             given = f"{handle}{INPUT}"
-            found.append(
-                Placed(
-                    at.index, handle, at.call_index, given if given in self.state.results else None
-                )
-            )
+            stored = given if given in self.state.results else None
+            found.append(Placed(at.index, handle, at.call_index, stored, at.arguments))
         return found
 
     def _store(self, message: Message, at: ToolResultAt, digest: str) -> str:

@@ -118,3 +118,44 @@ def test_a_crash_that_loses_deferred_events_gives_the_same_handles_again(
     again.compact(messages, session_id="s")
     assert again.read_tool_result("s", "t2").endswith("second output ")
     assert again.read_tool_result("s", "t1").endswith("first output ")
+
+
+def test_calls_that_reuse_an_id_and_answer_alike_keep_their_own_inputs(
+    make_compactor: Callable[..., Compactor],
+) -> None:
+    compactor = make_compactor(100_000)
+    first, second = sized(1, 400), sized(2, 400)
+    messages = history([])
+    for body in (first, second):  # both calls are "w0" and both answer ""
+        messages += write_turn(0, body)
+    compactor.compact(messages, session_id="s")
+    inputs = [compactor.read_tool_result("s", f"{h}.in", 0, 12_000) for h in ("t1", "t2")]
+    assert inputs[0].endswith(
+        json.dumps({"command": f"cat > file0.py <<'EOF'\n{first}\nEOF"})[-60:]
+    )
+    assert inputs[1].endswith(
+        json.dumps({"command": f"cat > file0.py <<'EOF'\n{second}\nEOF"})[-60:]
+    )
+
+
+def test_nothing_archived_ever_moves_back_to_a_larger_form(
+    make_compactor: Callable[..., Compactor],
+) -> None:
+    compactor = make_compactor(8000)
+    messages = history([])
+    for number in range(6):
+        messages += write_turn(number, sized(number, 1200))
+    first = compactor.compact(messages, session_id="s")  # over the placeholder line
+    assert first.tier == "placeholder"
+    levels = dict(compactor._session("s").state.archive)
+    assert levels["t1.in"] == "placeholder"
+    more = list(messages)
+    for number in range(10, 13):  # back into the offload band: its tier runs again
+        more += write_turn(number, sized(number, 1200))
+    again = compactor.compact(more, session_id="s")
+    assert again.tier == "offload"
+    assert all(
+        compactor._session("s").state.archive[h] == "placeholder"
+        for h in levels
+        if levels[h] == "placeholder"
+    )

@@ -157,7 +157,8 @@ def test_max_tokens_is_taken_from_the_window(make_compactor: Callable[..., Compa
     compactor = make_compactor(8000)
     assert compactor.compact(history(["a"]), session_id="s", max_tokens=3000).window == 5000
     with pytest.raises(ValueError, match="max_tokens"):
-        compactor.compact(history(["a"]), session_id="s", max_tokens=8000)
+        compactor.compact(history(["a"]), session_id="fresh", max_tokens=8000)
+    assert compactor.events("fresh") == []  # refused before anything was stored
 
 
 def test_a_new_compactor_on_the_same_home_continues(tmp_path: Path) -> None:

@@ -289,6 +289,12 @@ def test_read_tool_result_is_offered_once_something_is_archived(
     messages = history([sized(i, 1200) for i in range(5)])
     assert offered(messages) == ["bash", "READ_TOOL_RESULT"]
     assert sent_messages(route)[3]["content"].startswith("[archived t")
+    # the tool joined after compaction measured the request: the anchor counts what was sent
+    body = json.loads(route.calls.last.request.content)
+    sent = [{**m, "content": m.get("content")} for m in body["messages"]]
+    assert model_calls(compactor)[-1].local_input_tokens == compactor.meter.count(
+        sent, body["tools"]
+    )
     assert offered(messages) == ["bash", "READ_TOOL_RESULT"]  # from then on, every call
 
 
@@ -310,5 +316,8 @@ def test_a_length_finish_at_high_usage_raises_the_next_calls_tier(
     assert model_calls(compactor)[-1].raise_tier
     messages = messages + tool_turn("call_8", "short")
     completion(model="gpt-4o", messages=messages, api_key="sk-test", session_id="s")
-    tiers = [e.tier for e in compactor.events("s") if isinstance(e, CompactionEvent)]
-    assert tiers == ["offload", "placeholder"]
+    compactions = [e for e in compactor.events("s") if isinstance(e, CompactionEvent)]
+    assert [(e.tier, e.trigger) for e in compactions] == [
+        ("offload", "pre_call"),
+        ("placeholder", "finish_length"),
+    ]

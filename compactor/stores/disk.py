@@ -12,32 +12,48 @@ from compactor.stores.base import SessionKey
 class DiskToolResultStore:
     """Tool outputs in a local diskcache folder, shared by the processes of one machine.
 
-    Outputs are stored as text (diskcache keeps ``str`` values as SQLite text or text files,
-    never pickles), and eviction is off: a result READ_TOOL_RESULT may still need is never
-    dropped to make room.
+    Outputs are stored as UTF-8 bytes in SQLite, never pickled (lone surrogates, which some
+    tools print, round-trip). Every write is synced before it returns, like the session
+    log's: the log may already point to an output it archived, so the output must be on disk
+    first. Eviction is off: a result READ_TOOL_RESULT may still need is never dropped.
     """
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
-        self._cache = diskcache.Cache(str(self.directory), eviction_policy="none")
+        self._cache = diskcache.Cache(
+            str(self.directory),
+            eviction_policy="none",
+            sqlite_synchronous=2,  # FULL: a committed write survives a power loss
+            disk_min_file_size=_IN_SQLITE,  # diskcache's own files are not fsynced
+        )
 
     def put(self, key: SessionKey, handle: str, text: str) -> None:
-        """Store the full output under ``handle``."""
-        self._cache.set(_key(key, handle), text)
+        """Store the full output under ``handle``; durable when this returns."""
+        self._cache.set(_key(key, handle), text.encode("utf-8", "surrogatepass"))
 
     def read(self, key: SessionKey, handle: str, offset: int, limit: int) -> str | None:
         """A slice of a stored output; None if unknown."""
-        text = self._cache.get(_key(key, handle))
-        return None if text is None else str(text)[offset : offset + limit]
+        text = self._text(key, handle)
+        return None if text is None else text[offset : offset + limit]
 
     def size(self, key: SessionKey, handle: str) -> int | None:
         """Length in characters of a stored output; None if unknown."""
-        text = self._cache.get(_key(key, handle))
-        return None if text is None else len(str(text))
+        text = self._text(key, handle)
+        return None if text is None else len(text)
+
+    def _text(self, key: SessionKey, handle: str) -> str | None:
+        data = self._cache.get(_key(key, handle))
+        if data is None:
+            return None
+        return bytes(data).decode("utf-8", "surrogatepass")
 
     def close(self) -> None:
         """Close the cache's database connection."""
         self._cache.close()
+
+
+_IN_SQLITE = 2**30
+"""Outputs below this many bytes (all of them, in practice) are kept inside SQLite."""
 
 
 def _key(key: SessionKey, handle: str) -> str:

@@ -4,7 +4,7 @@ None of them does I/O: the summary tier, which needs an LLM, returns the request
 takes the answer, so that ``compact()`` and ``acompact()`` drive the same code.
 """
 
-from compactor.strategies.archive import Slot, archive, kept
+from compactor.strategies.archive import Slot, archive, below, kept
 from compactor.strategies.tiers import TIERS, band, higher, rank, start_tier
 from compactor.strategies.view import build_view
 
@@ -13,6 +13,7 @@ __all__ = [
     "Slot",
     "archive",
     "band",
+    "below",
     "build_view",
     "higher",
     "kept",

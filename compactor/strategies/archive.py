@@ -19,27 +19,39 @@ class Slot:
     handle: str
     level: Level | None
     """How it is shown now: None (in full), a pointer or a placeholder."""
-    worth: frozenset[Level]
-    """Levels whose replacement text is clearly smaller than the result."""
+    worth: bool
+    """Whether the replacement at the level asked for is clearly smaller than the result."""
+    input: str | None = None
+    """Handle of the call's long arguments, if they are stored."""
+    input_level: Level | None = None
+    input_worth: bool = False
+
+
+def below(current: Level | None, level: Level) -> bool:
+    """Whether something shown at ``current`` would shrink at ``level`` (never the reverse)."""
+    return _LEVELS.index(current) < _LEVELS.index(level)
 
 
 def archive(slots: Sequence[Slot], *, keep: int, level: Level) -> dict[str, Level]:
     """Handles to archive at ``level``: every result but the ``keep`` most recent.
 
-    Results already archived at this level or beyond stay as they are, and a result is only
-    archived where its replacement is clearly smaller than itself.
+    A call's long input goes with its result, even when the result itself is too short to
+    archive (a file written through a tool answers with nothing). Nothing already archived
+    at this level or beyond moves, and nothing is archived unless its replacement is clearly
+    smaller than itself.
 
     Args:
         slots: the tool results in the context, oldest first.
         keep: how many of the most recent results stay as they are.
         level: ``pointer`` (offload tier) or ``placeholder`` (placeholder tier).
     """
-    older = slots[: max(len(slots) - keep, 0)]
-    return {
-        slot.handle: level
-        for slot in older
-        if _LEVELS.index(slot.level) < _LEVELS.index(level) and level in slot.worth
-    }
+    changes: dict[str, Level] = {}
+    for slot in slots[: max(len(slots) - keep, 0)]:
+        if slot.worth and below(slot.level, level):
+            changes[slot.handle] = level
+        if slot.input is not None and slot.input_worth and below(slot.input_level, level):
+            changes[slot.input] = level
+    return changes
 
 
 def kept(slots: Sequence[Slot], changes: dict[str, Level]) -> list[str]:
