@@ -125,10 +125,11 @@ class Session:
     def defer(self, event: ToolResultEvent) -> None:
         """Fold a tool-result event now and log it with the next event (or ``flush``).
 
-        Its only content is the handle of a result already in the tool-result store, given in
-        history order: after a crash that loses it, the next compaction registers the same
-        result again under the same handle. So it can skip its own fsync, which would
-        otherwise be most of what a call costs, and is logged before any event that uses it.
+        Its only content is the handle of a result already durable in the tool-result store,
+        given in history order: after a crash that loses it, the next compaction registers
+        the same result again under the same handle. So compact() need not wait for it: it
+        is written, in one write and one sync with the others pending, before the next event
+        that could use it.
         """
         event = self._in_run(event)
         self._pending.append(event)
@@ -136,9 +137,9 @@ class Session:
 
     def flush(self) -> None:
         """Log the deferred tool-result events."""
-        while self._pending:
-            self.sessions.append(self.key, self._pending[0], lease=self.lease())
-            self._pending.pop(0)
+        if self._pending:
+            self.sessions.append_many(self.key, self._pending, lease=self.lease())
+            self._pending = []
 
     def _in_run(self, event: E) -> E:
         if event.run_id is None and self.state.run_id is not None:

@@ -238,3 +238,27 @@ def test_bad_options_are_refused(tmp_path: Path) -> None:
         JsonlSessionStore(tmp_path, fsync="sometimes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="inline_payload_max_bytes"):
         JsonlSessionStore(tmp_path, inline_payload_max_bytes=-1)
+
+
+def test_an_append_whose_sync_fails_is_cut_off_and_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from compactor.errors import StoreError
+    from compactor.events import ModelCallEvent
+    from compactor.stores import JsonlSessionStore, SessionKey
+
+    store = JsonlSessionStore(tmp_path)
+    key = SessionKey("s")
+    store.append(key, ModelCallEvent(model="kept"))
+    log = next(tmp_path.rglob("log.jsonl"))
+    before = log.read_bytes()
+
+    def failing(descriptor: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("os.fsync", failing)
+    with pytest.raises(StoreError, match="append failed"):
+        store.append(key, ModelCallEvent(model="lost"))
+    monkeypatch.undo()
+    assert log.read_bytes() == before
+    assert [e.model for e in JsonlSessionStore(tmp_path).read(key)] == ["kept"]  # type: ignore[union-attr]

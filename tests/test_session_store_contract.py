@@ -405,3 +405,22 @@ def test_bad_checkpoints_are_refused(store: SessionStore) -> None:
     with pytest.raises(InvalidSessionIdError):
         store.put_checkpoint(KEY, checkpoint(1, branch_id="../../x"))
     assert store.checkpoints(KEY) == []
+
+
+def test_append_many_lands_every_event_in_order(opener: Opener) -> None:
+    store = opener()
+    store.append(KEY, call("first"))
+    entries = store.append_many(KEY, [call("a"), call("b"), call("c")])
+    assert [e.seq for e in entries] == [2, 3, 4]
+    assert [e.parent_id for e in entries[1:]] == [e.entry_id for e in entries[:-1]]
+    assert models(opener()) == ["first", "a", "b", "c"]
+
+
+def test_append_many_with_a_lost_lease_lands_nothing(opener: Opener) -> None:
+    store = opener()
+    stale = store.acquire(KEY, ttl=0.05, owner="w1")
+    time.sleep(0.1)
+    store.acquire(KEY, ttl=30, owner="w2")
+    with pytest.raises(LeaseLostError):
+        store.append_many(KEY, [call("x"), call("y")], lease=stale)
+    assert models(opener()) == []

@@ -128,6 +128,21 @@ class RedisSessionStore:
         seq, _, parent = text(reply[1]).partition(" ")
         return Entry(int(seq), entry_id, parent or None, branch, at, event)
 
+    def append_many(
+        self,
+        key: SessionKey,
+        events: Sequence[Event],
+        *,
+        branch: str = MAIN,
+        lease: Lease | None = None,
+    ) -> list[Entry]:
+        """Append events in order, each in its own fenced script; raises like ``append``.
+
+        Each append is atomic and durable per the server's AOF policy; a refusal part way
+        leaves the earlier events appended, as separate appends would.
+        """
+        return [self.append(key, event, branch=branch, lease=lease) for event in events]
+
     def read(self, key: SessionKey, *, branch: str = MAIN) -> list[Event]:
         """The events on a branch's path from the root, oldest first (empty when new)."""
         return [entry.event for entry in self.entries(key, branch=branch)]

@@ -59,18 +59,26 @@ class SessionLog:
         """The session's blobs (payloads too large to inline, checkpoint messages)."""
         return BlobStore(self.path.parent / "blobs")
 
-    def write(self, line: bytes, sync: Sync) -> int:
-        """Append one whole line with a single ``write()``; the line's offset."""
+    def write(self, lines: bytes, sync: Sync) -> int:
+        """Append whole lines with a single ``write()``; the offset of the first.
+
+        A write that is short or fails to sync is cut off again and raised: an append the
+        caller sees fail must not be found in the log afterwards.
+        """
         descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         try:
-            written = os.write(descriptor, line)
-            if written != len(line):
-                os.ftruncate(descriptor, self.size)  # never leave a torn line behind us
-                raise StoreError(f"{self.path}: short write ({written} of {len(line)} bytes)")
+            written = os.write(descriptor, lines)
+            if written != len(lines):
+                raise StoreError(f"{self.path}: short write ({written} of {len(lines)} bytes)")
             sync(self.path, descriptor)
+        except BaseException as exc:
+            os.ftruncate(descriptor, self.size)  # never leave a failed append behind us
+            if isinstance(exc, OSError):
+                raise StoreError(f"{self.path}: append failed: {exc}") from exc
+            raise
         finally:
             os.close(descriptor)
-        offset, self.size = self.size, self.size + len(line)
+        offset, self.size = self.size, self.size + len(lines)
         return offset
 
     def entries(self, ids: Sequence[str]) -> list[Entry]:

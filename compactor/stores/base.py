@@ -134,6 +134,17 @@ class SessionStore(Protocol):
         """
         ...
 
+    def append_many(
+        self,
+        key: SessionKey,
+        events: Sequence[Event],
+        *,
+        branch: str = MAIN,
+        lease: Lease | None = None,
+    ) -> Sequence[Entry]:
+        """Append events in order; where the backend can, with one write and one sync."""
+        ...
+
     def read(self, key: SessionKey, *, branch: str = MAIN) -> Sequence[Event]:
         """The events on a branch's path from the root, oldest first (empty when new)."""
         ...

@@ -42,7 +42,7 @@ import os
 import socket
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -137,11 +137,46 @@ class JsonlSessionStore:
             AccessDeniedError: the session belongs to another tenant or user.
             ValueError: the branch does not exist.
         """
+        return self.append_many(key, [event], branch=branch, lease=lease)[0]
+
+    def append_many(
+        self,
+        key: SessionKey,
+        events: Sequence[Event],
+        *,
+        branch: str = MAIN,
+        lease: Lease | None = None,
+    ) -> list[Entry]:
+        """Append events in order with one ``write()`` and one sync; raises like ``append``."""
         check_id(branch, "branch id")
-        payload = dump_event(event)
+        payloads = [dump_event(event) for event in events]
         with self._created(key) as log:
             self._check_writer(log, key, lease)
-            seq, parent = log.tree.count + 1, log.tree.head(branch)
+            records = self._records(log, branch, lease, events, payloads)
+            lines = [encode(record) for record in records]
+            offset = log.write(b"".join(lines), self._sync)
+            for record, line in zip(records, lines, strict=True):
+                log.tree.add(record.seq, record.entry_id, record.parent_id, branch)
+                log.rows[record.entry_id] = (offset, len(line))
+                offset += len(line)
+        return [
+            Entry(r.seq, r.entry_id, r.parent_id, branch, r.at, event)
+            for r, event in zip(records, events, strict=True)
+        ]
+
+    def _records(
+        self,
+        log: SessionLog,
+        branch: str,
+        lease: Lease | None,
+        events: Sequence[Event],
+        payloads: list[dict[str, Any]],
+    ) -> list[EntryLine]:
+        """The entry lines of events appended after the branch's head, chained in order."""
+        seq, parent = log.tree.count, log.tree.head(branch)
+        records = []
+        for event, payload in zip(events, payloads, strict=True):
+            seq += 1
             inline, blob = self._payload(log, payload)
             record = EntryLine(
                 seq=seq,
@@ -154,11 +189,9 @@ class JsonlSessionStore:
                 payload=inline,
                 payload_blob=blob,
             )
-            line = encode(record)
-            offset = log.write(line, self._sync)
-            log.tree.add(seq, record.entry_id, parent, branch)
-            log.rows[record.entry_id] = (offset, len(line))
-        return Entry(seq, record.entry_id, parent, branch, record.at, event)
+            records.append(record)
+            parent = record.entry_id
+        return records
 
     def read(self, key: SessionKey, *, branch: str = MAIN) -> list[Event]:
         """The events on a branch's path from the root, oldest first (empty when new)."""

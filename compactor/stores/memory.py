@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -89,14 +89,28 @@ class MemorySessionStore:
             AccessDeniedError: the session belongs to another tenant or user.
             ValueError: the branch does not exist.
         """
+        return self.append_many(key, [event], branch=branch, lease=lease)[0]
+
+    def append_many(
+        self,
+        key: SessionKey,
+        events: Sequence[Event],
+        *,
+        branch: str = MAIN,
+        lease: Lease | None = None,
+    ) -> list[Entry]:
+        """Append events in order, all or none; raises like ``append``."""
         check_id(branch, "branch id")
+        entries = []
         with self._created(key) as session:
             check_writer(key, session.lease, lease, time.time())
-            seq, parent = session.tree.count + 1, session.tree.head(branch)
-            entry = Entry(seq, new_entry_id(), parent, branch, datetime.now(UTC), event)
-            session.tree.add(seq, entry.entry_id, parent, branch)
-            session.entries[entry.entry_id] = entry
-        return entry
+            for event in events:
+                seq, parent = session.tree.count + 1, session.tree.head(branch)
+                entry = Entry(seq, new_entry_id(), parent, branch, datetime.now(UTC), event)
+                session.tree.add(seq, entry.entry_id, parent, branch)
+                session.entries[entry.entry_id] = entry
+                entries.append(entry)
+        return entries
 
     def read(self, key: SessionKey, *, branch: str = MAIN) -> list[Event]:
         """The events on a branch's path from the root, oldest first (empty when new)."""
