@@ -23,22 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from compactor import Compactor, CompactorConfig, MemorySessionStore, MemoryToolResultStore
+from compactor.bench.trajectory import BASH_TOOL
 
 HERE = Path(__file__).resolve().parent
-BASH_TOOL = [
-    {
-        "type": "function",
-        "function": {
-            "name": "bash",
-            "description": "Execute a bash command",
-            "parameters": {
-                "type": "object",
-                "properties": {"command": {"type": "string"}},
-                "required": ["command"],
-            },
-        },
-    }
-]
 
 
 def replay(trace: Path, usage: list[dict[str, Any]], model: str, anchored: bool) -> list[float]:
@@ -54,7 +41,7 @@ def replay(trace: Path, usage: list[dict[str, Any]], model: str, anchored: bool)
     errors = []
     for k, end in enumerate(calls[: len(usage)]):
         reported = usage[k]["prompt_tokens"]
-        result = compactor.compact(messages[:end], session_id="s", tools=BASH_TOOL)
+        result = compactor.compact(messages[:end], session_id="s", tools=[BASH_TOOL])
         errors.append(abs(result.input_tokens - reported) / reported)
         if anchored:
             compactor.record_usage(

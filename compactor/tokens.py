@@ -120,18 +120,33 @@ def model_window(model: str, context_window: int | None = None) -> int:
     return window
 
 
-def cost_usd(model: str, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
-    """What a call costs at the model's prices in litellm's model map (0.0 if unknown).
+@dataclass(frozen=True)
+class Prices:
+    """USD per token of a model, from litellm's model map (0.0 where it has none)."""
 
-    Cached input tokens are billed at the cache-read price where the map has one.
-    """
-    entry = model_info(model) or {}
-    uncached = entry.get("input_cost_per_token") or 0.0
-    cached = entry.get("cache_read_input_token_cost")
-    cached = uncached if cached is None else cached
-    output = entry.get("output_cost_per_token") or 0.0
-    fresh = max(input_tokens - cached_tokens, 0)
-    return float(fresh * uncached + cached_tokens * cached + output_tokens * output)
+    input: float
+    cached_input: float
+    """Cache reads; the input price where the map has no cache price."""
+    output: float
+
+    @classmethod
+    def of(cls, model: str) -> Prices:
+        """The model's prices."""
+        entry = model_info(model) or {}
+        uncached = float(entry.get("input_cost_per_token") or 0.0)
+        cached = entry.get("cache_read_input_token_cost")
+        output = float(entry.get("output_cost_per_token") or 0.0)
+        return cls(uncached, uncached if cached is None else float(cached), output)
+
+    def cost(self, input_tokens: int, cached_tokens: int, output_tokens: int) -> float:
+        """One call's cost, cached input at the cache price."""
+        fresh = max(input_tokens - cached_tokens, 0)
+        return fresh * self.input + cached_tokens * self.cached_input + output_tokens * self.output
+
+
+def cost_usd(model: str, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
+    """What a call costs at the model's prices in litellm's model map (0.0 if unknown)."""
+    return Prices.of(model).cost(input_tokens, cached_tokens, output_tokens)
 
 
 def payback_ratio(model: str, horizon: int) -> float:
@@ -141,14 +156,13 @@ def payback_ratio(model: str, horizon: int) -> float:
     its tokens at the cached price on each of the next ``horizon`` calls. Without a cache
     discount a rewrite always pays (0.0); with free cache reads it never does (inf).
     """
-    entry = model_info(model) or {}
-    uncached = entry.get("input_cost_per_token")
-    cached = entry.get("cache_read_input_token_cost")
-    if not uncached or cached is None or cached >= uncached:
+    prices = Prices.of(model)
+    uncached, cached = prices.input, prices.cached_input
+    if not uncached or cached >= uncached:
         return 0.0
     if cached <= 0:
         return float("inf")
-    return float((uncached - cached) / (cached * max(horizon, 1)))
+    return (uncached - cached) / (cached * max(horizon, 1))
 
 
 def encoding_name(model: str) -> str:

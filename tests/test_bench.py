@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from compactor.bench import BenchOptions, bench, peers
-from compactor.bench.metrics import Prices, Sized, Sizer, cached_tokens, kept_in_context
+from compactor.bench.metrics import Sized, Sizer, cached_tokens, kept_in_context
 from compactor.bench.policies import CompactorPolicy, NoCompaction, ObservationMasking
 from compactor.bench.runner import run
 from compactor.bench.trajectory import BASH_TOOL, Trajectory, load_traces
 from compactor.bench.workload import builtin_workload
+from compactor.tokens import Prices
 from tests.conftest import SHARED, big, history, sized
 
 
@@ -45,20 +46,24 @@ def test_information_kept_counts_verbatim_outputs_only() -> None:
     assert kept_in_context(original, sent) == 60
 
 
-def test_sizer_counts_each_message_once_by_content() -> None:
+def test_sizer_counts_each_message_once_by_content(monkeypatch: pytest.MonkeyPatch) -> None:
     sizer = Sizer("gpt-4o")
+    counted: list[object] = []
+    original = sizer.meter.message_tokens
+    monkeypatch.setattr(sizer.meter, "message_tokens", lambda m: counted.append(m) or original(m))
     first = sizer.size(history(["x" * 400]), [BASH_TOOL])
-    again = sizer.size([dict(m) for m in history(["x" * 400])], [BASH_TOOL])
+    again = sizer.size([dict(m) for m in history(["x" * 400])], [BASH_TOOL])  # new dicts
     assert first == again and first.total > sum(first.tokens)
+    assert len(counted) == len(history(["x" * 400]))  # the copies were not counted again
 
 
 def test_masking_keeps_the_last_outputs_and_no_compaction_keeps_all() -> None:
     messages = history([f"out {i}" for i in range(12)])
-    masked = ObservationMasking(10).start("t", [], 8000, "gpt-4o").prepare(messages)
+    masked = ObservationMasking(10).start([], 8000, "gpt-4o").prepare(messages)
     contents = [m["content"] for m in masked.messages or [] if m["role"] == "tool"]
     assert contents[:2] == ["[Old tool output omitted: 1 lines]"] * 2
     assert contents[2:] == [f"out {i}" for i in range(2, 12)]
-    assert NoCompaction().start("t", [], 8000, "gpt-4o").prepare(messages).messages == messages
+    assert NoCompaction().start([], 8000, "gpt-4o").prepare(messages).messages == messages
 
 
 def test_replays_measure_every_call_and_compactor_stays_inside_the_window() -> None:
@@ -69,7 +74,9 @@ def test_replays_measure_every_call_and_compactor_stays_inside_the_window() -> N
     none, compactor = results
     assert len(none.calls) == len(compactor.calls) == 9
     assert none.over > 0 and compactor.over == 0 and not compactor.failed
+    # information kept is measured: what was archived is found in full in compactor's store
     assert all(call.kept_chars == call.tool_chars for call in compactor.calls)
+    assert any(call.compactions for call in compactor.calls)
     assert sum(c.tokens for c in compactor.calls) < sum(c.tokens for c in none.calls)
 
 
@@ -108,7 +115,7 @@ def test_bench_runs_end_to_end_on_a_tiny_workload(
 def test_peers_clear_old_tool_results_like_their_packages_do() -> None:
     messages = history([big(i, 8000) for i in range(6)])
     for policy in peers.policies():
-        replay = policy.start("t", [BASH_TOOL], 4000, "gpt-4o")
+        replay = policy.start([BASH_TOOL], 4000, "gpt-4o")
         sent = replay.prepare(messages).messages or []
         contents = [m["content"] for m in sent if m["role"] == "tool"]
         if policy.name == "langchain-default":  # its 100,000-token trigger is not reached
@@ -127,3 +134,22 @@ def test_bad_options_are_reported_without_a_traceback(
     assert "unknown or unavailable policies ['nope']" in capsys.readouterr().err
     assert main(["bench", "--traces", str(tmp_path), "--out", str(tmp_path)]) == 2
     assert "no *.jsonl trajectories" in capsys.readouterr().err
+
+
+def test_information_kept_counts_only_what_a_policy_can_give_back() -> None:
+    outputs = [sized(i, 1500) for i in range(8)]
+    messages = [*history(outputs), {"role": "assistant", "content": "done"}]
+    trajectory = Trajectory("t", messages, tools=[BASH_TOOL])
+    masking, compactor = run(
+        [trajectory], [ObservationMasking(2), CompactorPolicy()], 6000, "gpt-4o"
+    )
+    last_masked, last_compacted = masking.calls[-1], compactor.calls[-1]
+    assert last_masked.kept_chars < last_masked.tool_chars / 2  # masked outputs are gone
+    assert last_compacted.kept_chars == last_compacted.tool_chars
+
+
+def test_max_calls_replays_exactly_that_many(tmp_path: Path) -> None:
+    rows = bench(
+        BenchOptions(window=16_000, sessions=1, max_calls=4, out=tmp_path, policies=("none",))
+    )
+    assert rows[0].calls == 4

@@ -124,10 +124,11 @@ def test_a_context_length_error_is_retried_once_compacted(
 def test_a_second_context_length_error_propagates(
     make_compactor: Callable[..., Compactor],
 ) -> None:
-    respx.post(OPENAI_URL).mock(return_value=httpx.Response(400, json=CONTEXT_ERROR))
+    route = respx.post(OPENAI_URL).mock(return_value=httpx.Response(400, json=CONTEXT_ERROR))
     create = make_compactor(8000).wrap(sync_client().chat.completions.create)
     with pytest.raises(openai.BadRequestError):
         create(model="gpt-4o", messages=history([sized(i, 600) for i in range(4)]), session_id="s")
+    assert route.call_count == 2  # retried once, compacted, then given up
 
 
 def test_a_plain_callable_works(make_compactor: Callable[..., Compactor]) -> None:

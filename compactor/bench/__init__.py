@@ -103,8 +103,8 @@ def _truncate(trajectory: Trajectory, calls: int) -> Trajectory:
     cuts = trajectory.cuts()
     if len(cuts) <= calls:
         return trajectory
-    end = cuts[calls] + 1
-    usage = trajectory.usage[: calls + 1] if trajectory.usage else None
+    end = cuts[calls - 1] + 1  # through the assistant message of call number ``calls``
+    usage = trajectory.usage[:calls] if trajectory.usage else None
     return Trajectory(trajectory.name, trajectory.messages[:end], usage, trajectory.tools)
 
 

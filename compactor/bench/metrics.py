@@ -1,4 +1,4 @@
-"""The benchmark's measures: tokens, prompt-cache reuse, cost and information kept.
+"""The benchmark's measures: tokens, prompt-cache reuse and information kept.
 
 Pure functions of what each call sent, so they can be checked on small hand-made sessions.
 """
@@ -11,35 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from compactor.messages import Message
-from compactor.tokens import TokenMeter, model_info
+from compactor.tokens import TokenMeter
 
 CACHE_BLOCK = 128
 """Providers cache whole blocks of a prompt's prefix (OpenAI: 128 tokens)."""
 CACHE_MINIMUM = 1024
 """Prompts shorter than this are not cached (OpenAI)."""
-
-
-@dataclass(frozen=True)
-class Prices:
-    """USD per token, from litellm's model map."""
-
-    input: float
-    cached_input: float
-    output: float
-
-    @classmethod
-    def of(cls, model: str) -> Prices:
-        """The model's prices (cache reads at the input price where the map has none)."""
-        entry = model_info(model) or {}
-        uncached = float(entry.get("input_cost_per_token") or 0.0)
-        cached = entry.get("cache_read_input_token_cost")
-        output = float(entry.get("output_cost_per_token") or 0.0)
-        return cls(uncached, uncached if cached is None else float(cached), output)
-
-    def cost(self, input_tokens: int, cached_tokens: int, output_tokens: int) -> float:
-        """One call's cost with prompt caching."""
-        fresh = max(input_tokens - cached_tokens, 0)
-        return fresh * self.input + cached_tokens * self.cached_input + output_tokens * self.output
 
 
 @dataclass(frozen=True)
@@ -101,9 +78,9 @@ def cached_tokens(previous: Sized | None, current: Sized) -> int:
     return shared // CACHE_BLOCK * CACHE_BLOCK
 
 
-def tool_chars(messages: Sequence[Message]) -> dict[str, int]:
-    """Characters of each tool output of a history, by tool_call_id."""
-    return {m["tool_call_id"]: len(_text(m)) for m in messages if m["role"] == "tool"}
+def tool_chars(messages: Sequence[Message]) -> int:
+    """Characters of all the tool outputs of a history."""
+    return sum(len(_text(m)) for m in messages if m["role"] == "tool")
 
 
 def kept_in_context(original: Sequence[Message], sent: Sequence[Message]) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,8 @@ from compactor.bench.policies import Policy, Prepared, Replay
 from compactor.messages import Message
 
 LANGCHAIN = ("langchain", "langchain_core")
+_CLEARED = "[cleared]"
+"""ClearToolUsesEdit's placeholder."""
 HARNESS = ("pydantic_ai_harness", "pydantic_ai")
 
 
@@ -77,7 +80,7 @@ class LangChainClear:
             "tokens by its approximate counter, keep=3, placeholder '[cleared]'); stateless"
         )
 
-    def start(self, name: str, tools: Sequence[dict[str, Any]], window: int, model: str) -> Replay:
+    def start(self, tools: Sequence[dict[str, Any]], window: int, model: str) -> Replay:
         return _LangChainReplay(self._tokens(window))
 
 
@@ -96,30 +99,35 @@ class _LangChainReplay:
 
     def prepare(self, prefix: list[Message]) -> Prepared:
         from langchain.agents.middleware.types import ModelRequest, ModelResponse
-        from langchain_core.messages import (
-            AIMessage,
-            SystemMessage,
-            convert_to_messages,
-            convert_to_openai_messages,
-        )
+        from langchain_core.messages import AIMessage, SystemMessage, convert_to_messages
 
         converted = convert_to_messages(prefix)
         system = converted[0] if converted and isinstance(converted[0], SystemMessage) else None
-        body = converted[1:] if system is not None else converted
+        history: list[Any] = converted[1:] if system is not None else converted
         seen: dict[str, Any] = {}
 
         def handler(request: Any) -> Any:
             seen["request"] = request
             return ModelResponse(result=[AIMessage(content="")])
 
-        history: list[Any] = list(body)
         request = ModelRequest(model=self.model, messages=history, system_message=system)
+        started = time.perf_counter()
         self.middleware.wrap_model_call(request, handler)
-        sent = seen["request"]
-        head = [sent.system_message] if sent.system_message is not None else []
-        messages: list[Message] = convert_to_openai_messages([*head, *sent.messages])
-        cleared = any(m.get("content") == "[cleared]" for m in messages if m["role"] == "tool")
-        return Prepared(messages, compactions=int(cleared))
+        own_ms = (time.perf_counter() - started) * 1000
+        # Its edits applied to the caller's own dicts: converting back would re-serialise every
+        # tool call's arguments and charge LangChain for tokens it never added.
+        cleared = {
+            m.tool_call_id: m.content
+            for m in seen["request"].messages
+            if getattr(m, "type", "") == "tool" and m.content == _CLEARED
+        }
+        sent = [
+            {**m, "content": cleared[m["tool_call_id"]]}
+            if m["role"] == "tool" and m["tool_call_id"] in cleared
+            else m
+            for m in prefix
+        ]
+        return Prepared(sent, compactions=int(bool(cleared)), own_ms=own_ms)
 
     def observe(self, input_tokens: int, output_tokens: int) -> None:
         return None
@@ -142,7 +150,7 @@ class HarnessClear:
             " edits persist in the run history"
         )
 
-    def start(self, name: str, tools: Sequence[dict[str, Any]], window: int, model: str) -> Replay:
+    def start(self, tools: Sequence[dict[str, Any]], window: int, model: str) -> Replay:
         from pydantic_ai_harness.compaction import ClearToolResults
 
         return _HarnessReplay(ClearToolResults(max_tokens=int(self.share * window), keep_pairs=3))
@@ -162,7 +170,7 @@ class HarnessTiered:
             f"{int(self.share * window):,}); the sliding window drops messages (lossy)"
         )
 
-    def start(self, name: str, tools: Sequence[dict[str, Any]], window: int, model: str) -> Replay:
+    def start(self, tools: Sequence[dict[str, Any]], window: int, model: str) -> Replay:
         from pydantic_ai_harness.compaction import (
             ClearToolResults,
             SlidingWindowCompaction,
@@ -178,42 +186,51 @@ class HarnessTiered:
 
 
 class _HarnessReplay:
+    """A harness capability over a run history that keeps its edits, as pydantic-ai's agent
+    graph does; each response carries the usage the provider reported for it, which the
+    harness's estimates anchor on."""
+
     def __init__(self, capability: Any) -> None:
         self.capability = capability
         self.history: list[Any] = []
         self.seen = 0
         self.step = 0
+        self.usage: tuple[int, int] | None = None
 
     def prepare(self, prefix: list[Message]) -> Prepared:
         from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
         from pydantic_ai.tools import RunContext
         from pydantic_ai.usage import RunUsage
 
-        self.history = _merge(self.history, _to_pydantic_ai(prefix[self.seen :], prefix))
+        # Each new slice starts at the model's reply to the previous call (or at the start).
+        self.history += _to_pydantic_ai(prefix[self.seen :], prefix, self.usage)
         self.seen = len(prefix)
         self.step += 1
-        before = len(self.history)
+        before = _shape(self.history)
+        model = _model()
         context = RunContext(
             deps=None,
-            model=_model(),
+            model=model,
             usage=RunUsage(),
             messages=self.history,
             run_id="bench",
             run_step=self.step,
         )
         request = ModelRequestContext(
-            model=_model(),
+            model=model,
             messages=list(self.history),
             model_settings=None,
             model_request_parameters=ModelRequestParameters(),
         )
+        started = time.perf_counter()
         request = asyncio.run(self.capability.before_model_request(context, request))
+        own_ms = (time.perf_counter() - started) * 1000
         self.history = list(context.messages)
-        changed = len(self.history) != before or _cleared(request.messages)
-        return Prepared(_to_openai(request.messages), compactions=int(changed))
+        changed = _shape(self.history) != before
+        return Prepared(_to_openai(request.messages), compactions=int(changed), own_ms=own_ms)
 
     def observe(self, input_tokens: int, output_tokens: int) -> None:
-        return None
+        self.usage = (input_tokens, output_tokens)
 
 
 def _model() -> Any:
@@ -226,18 +243,25 @@ def _model() -> Any:
     return FunctionModel(never, model_name="bench-replay")
 
 
-def _cleared(history: Sequence[Any]) -> bool:
+def _shape(history: Sequence[Any]) -> tuple[int, int]:
+    """Messages and cleared results of a history: what changes when the harness edits it."""
     from pydantic_ai.messages import ToolReturnPart
 
-    return any(
+    cleared = sum(
         isinstance(p, ToolReturnPart) and p.content == "[tool result cleared]"
         for m in history
         for p in getattr(m, "parts", ())
     )
+    return len(history), cleared
 
 
-def _to_pydantic_ai(messages: Sequence[Message], everything: Sequence[Message]) -> list[Any]:
-    """OpenAI dicts to pydantic-ai messages: a run of system/user/tool dicts is one request."""
+def _to_pydantic_ai(
+    messages: Sequence[Message], everything: Sequence[Message], usage: tuple[int, int] | None
+) -> list[Any]:
+    """OpenAI dicts to pydantic-ai messages: a run of system/user/tool dicts is one request.
+
+    ``usage`` is what the provider reported for the first reply among ``messages``.
+    """
     from pydantic_ai.messages import (
         ModelRequest,
         ModelResponse,
@@ -247,6 +271,7 @@ def _to_pydantic_ai(messages: Sequence[Message], everything: Sequence[Message]) 
         ToolReturnPart,
         UserPromptPart,
     )
+    from pydantic_ai.usage import RequestUsage
 
     names = {c["id"]: c["function"]["name"] for m in everything for c in m.get("tool_calls") or ()}
     out: list[Any] = []
@@ -266,7 +291,11 @@ def _to_pydantic_ai(messages: Sequence[Message], everything: Sequence[Message]) 
                 )
                 for c in message.get("tool_calls") or ()
             ]
-            out.append(ModelResponse(parts=response))
+            reported = RequestUsage()
+            if usage is not None:
+                reported = RequestUsage(input_tokens=usage[0], output_tokens=usage[1])
+                usage = None
+            out.append(ModelResponse(parts=response, usage=reported))
         elif role in ("system", "developer"):
             parts.append(SystemPromptPart(content or ""))
         elif role == "user":
@@ -284,21 +313,6 @@ def _to_pydantic_ai(messages: Sequence[Message], everything: Sequence[Message]) 
     if parts:
         out.append(ModelRequest(parts=parts))
     return out
-
-
-def _merge(history: list[Any], new: list[Any]) -> list[Any]:
-    """Append new messages; tool results that continue the last request join it."""
-    from pydantic_ai.messages import ModelRequest
-
-    if (
-        history
-        and new
-        and isinstance(history[-1], ModelRequest)
-        and isinstance(new[0], ModelRequest)
-    ):
-        joined = ModelRequest(parts=[*history[-1].parts, *new[0].parts])
-        return [*history[:-1], joined, *new[1:]]
-    return [*history, *new]
 
 
 def _to_openai(history: Sequence[Any]) -> list[Message]:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from compactor.compactor import Compactor
 from compactor.config import CompactorConfig
 from compactor.errors import ContextExhaustedError
-from compactor.events import CompactionEvent, ReplanEvent
+from compactor.events import CompactionEvent, ReplanEvent, SummaryFailedEvent
 from compactor.messages import Message
 from compactor.stores import MemorySessionStore, MemoryToolResultStore
 from compactor.testing import ScriptedSummarizer
@@ -29,14 +29,17 @@ class Prepared:
 
     messages: list[Message] | None
     """None: the policy gave up (the session failed)."""
-    retrievable: bool = False
-    """Whether tool outputs left out of the context can still be read back in full."""
+    retrievable_chars: int = 0
+    """Characters of tool output left out of the context that can still be read back in
+    full (checked against the policy's store, not assumed)."""
     compactions: int = 0
     """Compaction events the policy reported for this call."""
     summarizer_input: int = 0
     summarizer_output: int = 0
     tools: list[dict[str, Any]] = field(default_factory=list)
     """Tools the policy adds to the agent's own (READ_TOOL_RESULT for compactor)."""
+    own_ms: float | None = None
+    """Time spent in the policy itself, where its replay also converts messages for it."""
 
 
 class Replay(Protocol):
@@ -63,7 +66,7 @@ class Policy(Protocol):
         """The policy's configuration, for the results."""
         ...
 
-    def start(self, name: str, tools: Sequence[dict[str, Any]], window: int, model: str) -> Replay:
+    def start(self, tools: Sequence[dict[str, Any]], window: int, model: str) -> Replay:
         """A replay for one trajectory."""
         ...
 
@@ -84,7 +87,7 @@ class NoCompaction:
     def describe(self, window: int) -> str:
         return "the full history on every call"
 
-    def start(self, name: str, tools: Sequence[dict[str, Any]], window: int, model: str) -> Replay:
+    def start(self, tools: Sequence[dict[str, Any]], window: int, model: str) -> Replay:
         return _Unchanged()
 
 
@@ -106,7 +109,7 @@ class ObservationMasking:
             "replaced by '[Old tool output omitted: N lines]' on every call"
         )
 
-    def start(self, name: str, tools: Sequence[dict[str, Any]], window: int, model: str) -> Replay:
+    def start(self, tools: Sequence[dict[str, Any]], window: int, model: str) -> Replay:
         return _Masking(self.keep)
 
 
@@ -145,7 +148,7 @@ class CompactorPolicy:
             f"{c.summary_at:.0%} ({SUMMARY_WORDS}-word scripted summaries), window {window:,}"
         )
 
-    def start(self, name: str, tools: Sequence[dict[str, Any]], window: int, model: str) -> Replay:
+    def start(self, tools: Sequence[dict[str, Any]], window: int, model: str) -> Replay:
         config = self.config.model_copy(update={"context_window": window})
         compactor = Compactor(
             model,
@@ -171,19 +174,38 @@ class _CompactorReplay:
             tools = self.compactor._offered(session, self.tools)
             result = self.compactor.compact(prefix, session_id="bench", tools=tools)
         except ContextExhaustedError:
-            return Prepared(None, retrievable=True)
+            return Prepared(None)
         usage = [
-            e.summary_usage for e in result.events if isinstance(e, CompactionEvent | ReplanEvent)
+            e.summary_usage
+            for e in result.events
+            if isinstance(e, CompactionEvent | ReplanEvent | SummaryFailedEvent)
         ]
         offered = self.compactor._offered(session, self.tools) or []
         return Prepared(
             result.messages,
-            retrievable=True,
+            retrievable_chars=self._retrievable(prefix, result.messages),
             compactions=sum(isinstance(e, CompactionEvent | ReplanEvent) for e in result.events),
             summarizer_input=sum(int(u.get("input_tokens", 0)) for u in usage),
             summarizer_output=sum(int(u.get("output_tokens", 0)) for u in usage),
             tools=[tool for tool in offered if tool not in self.tools],
         )
+
+    def _retrievable(self, prefix: list[Message], sent: list[Message]) -> int:
+        """Characters of the outputs left out of ``sent`` that the store holds in full."""
+        present = {(m["tool_call_id"], str(m["content"])) for m in sent if m["role"] == "tool"}
+        session = self.compactor._session("bench")
+        found = 0
+        for message in prefix:
+            if message["role"] != "tool":
+                continue
+            if (message["tool_call_id"], str(message["content"])) in present:
+                continue
+            length = len(str(message["content"]))
+            for handle in session.state.by_call.get(message["tool_call_id"], ()):
+                if self.compactor.tool_results.size(session.key, handle) == length:
+                    found += length
+                    break
+        return found
 
     def observe(self, input_tokens: int, output_tokens: int) -> None:
         usage = {"prompt_tokens": input_tokens, "completion_tokens": output_tokens}

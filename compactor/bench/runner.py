@@ -13,10 +13,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from compactor.bench.metrics import Prices, Sized, Sizer, cached_tokens, kept_in_context
+from compactor.bench.metrics import (
+    Sized,
+    Sizer,
+    cached_tokens,
+    kept_in_context,
+    tool_chars,
+)
 from compactor.bench.policies import Policy, Prepared
 from compactor.bench.trajectory import Trajectory
 from compactor.messages import Message
+from compactor.tokens import Prices
 
 RECOUNT_EVERY = 8
 """The full recount that overhead is compared with is timed on every 8th call."""
@@ -64,9 +71,25 @@ class _Call:
     """What every policy shares about one call of a trajectory."""
 
     cut: int
-    scale: float
+    local: int
+    """The local count of the whole history before the call (with the agent's tools)."""
+    reported: int | None
+    """The input tokens the provider reported for it, where the trajectory has usage."""
+    slope: float
+    """Provider tokens per local token for this trajectory (a least-squares fit)."""
     output: int
     recount_ms: float | None
+
+    def provider_tokens(self, local: int) -> int:
+        """What the provider would count for a request of ``local`` local tokens.
+
+        Anchored on the reported count of the full history, and moved by the fitted slope:
+        the provider's fixed overhead (templates, tool formatting) stays, where a pure ratio
+        would shrink it along with the request and favour the policies that cut the most.
+        """
+        if self.reported is None:
+            return local
+        return max(round(self.reported + self.slope * (local - self.local)), 0)
 
 
 def replay(
@@ -78,7 +101,7 @@ def replay(
     calls: Sequence[_Call],
 ) -> SessionResult:
     """Replay one trajectory through one policy."""
-    replay_ = policy.start(trajectory.name, trajectory.tools, window, model)
+    replay_ = policy.start(trajectory.tools, window, model)
     prices = Prices.of(model)
     result = SessionResult(policy.name, trajectory.name, window)
     previous: Sized | None = None
@@ -91,10 +114,14 @@ def replay(
             result.gave_up = True
             break
         sized = sizer.size(prepared.messages, [*trajectory.tools, *prepared.tools])
-        tokens = round(sized.total * call.scale)
-        cached = round(cached_tokens(previous, sized) * call.scale)
+        tokens = call.provider_tokens(sized.total)
+        cached = round(cached_tokens(previous, sized) * tokens / max(sized.total, 1))
         previous = sized
+        started = time.perf_counter()
         replay_.observe(tokens, call.output)
+        overhead = (prepared.own_ms if prepared.own_ms is not None else overhead) + (
+            time.perf_counter() - started
+        ) * 1000
         result.calls.append(_measure(prefix, prepared, prices, tokens, cached, call, overhead))
     return result
 
@@ -108,9 +135,9 @@ def _measure(
     call: _Call,
     overhead: float,
 ) -> CallResult:
-    total = sum(len(str(m.get("content") or "")) for m in prefix if m["role"] == "tool")
     assert prepared.messages is not None
-    kept = total if prepared.retrievable else kept_in_context(prefix, prepared.messages)
+    total = tool_chars(prefix)
+    kept = kept_in_context(prefix, prepared.messages) + prepared.retrievable_chars
     cost = prices.cost(tokens, cached, call.output)
     cost += prices.cost(prepared.summarizer_input, 0, prepared.summarizer_output)
     return CallResult(
@@ -119,7 +146,7 @@ def _measure(
         call.output,
         cost,
         total,
-        kept,
+        min(kept, total),
         prepared.compactions,
         overhead,
         call.recount_ms,
@@ -127,18 +154,32 @@ def _measure(
 
 
 def shared_calls(trajectory: Trajectory, sizer: Sizer, number: int) -> list[_Call]:
-    """Per call: its cut, the provider/local scale, its output tokens, a timed recount."""
-    out = []
+    """Per call: its cut, local and reported sizes, output tokens, and a timed recount."""
     usage = trajectory.usage or []
-    for k, cut in enumerate(trajectory.cuts()):
-        prefix = trajectory.messages[:cut]
-        scale, output = 1.0, sizer.meter.message_tokens(trajectory.messages[cut])
+    cuts = trajectory.cuts()
+    locals_ = [sizer.size(trajectory.messages[:cut], trajectory.tools).total for cut in cuts]
+    reported = [int(u["prompt_tokens"]) for u in usage[: len(cuts)]]
+    slope = _slope(locals_[: len(reported)], reported)
+    out = []
+    for k, cut in enumerate(cuts):
+        output = sizer.meter.message_tokens(trajectory.messages[cut])
         if k < len(usage):
-            scale = usage[k]["prompt_tokens"] / sizer.size(prefix, trajectory.tools).total
             output = int(usage[k].get("completion_tokens") or output)
+        prefix = trajectory.messages[:cut]
         timed = _recount_ms(prefix, sizer) if (number + k) % RECOUNT_EVERY == 0 else None
-        out.append(_Call(cut, scale, output, timed))
+        out.append(
+            _Call(cut, locals_[k], reported[k] if k < len(reported) else None, slope, output, timed)
+        )
     return out
+
+
+def _slope(local: Sequence[int], reported: Sequence[int]) -> float:
+    """The least-squares slope of reported over local tokens (their ratio with few points)."""
+    if len(local) < 3 or len(set(local)) < 2:
+        return sum(reported) / max(sum(local), 1) if local else 1.0
+    mean_x, mean_y = statistics.fmean(local), statistics.fmean(reported)
+    spread = sum((x - mean_x) ** 2 for x in local)
+    return sum((x - mean_x) * (y - mean_y) for x, y in zip(local, reported, strict=True)) / spread
 
 
 def _recount_ms(messages: Sequence[Message], sizer: Sizer) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,4 +63,19 @@ def _load(path: Path, usage: Path | None) -> Trajectory:
     calls = None
     if usage is not None and (usage / f"{path.stem}.json").exists():
         calls = json.loads((usage / f"{path.stem}.json").read_text(encoding="utf-8"))
-    return Trajectory(path.stem, messages, calls, tools=[BASH_TOOL])
+    return Trajectory(path.stem, messages, calls, tools=called_tools(messages))
+
+
+def called_tools(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Minimal schemas of the functions a trajectory calls.
+
+    Trajectories do not carry their tool schemas; every policy is charged the same stand-in,
+    named after what the agent really called (bash for the SWE runs, airline tools for tau).
+    """
+    names = dict.fromkeys(
+        c["function"]["name"] for m in messages for c in m.get("tool_calls") or ()
+    )
+    return [
+        {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+        for name in names
+    ]
