@@ -19,7 +19,6 @@ from compactor.adapters.calls import field
 from compactor.config import CompactorConfig
 from compactor.messages import Message
 from compactor.session import Session
-from compactor.state import dump_state
 from compactor.stores import MAIN, Checkpoint
 from compactor.tool import TOOL_NAME
 
@@ -84,7 +83,7 @@ def take(session: Session, digest: str, reply: Message | None) -> Checkpoint | N
         run_id=state.run_id,
         turn=state.calls,
         messages=[*history, reply] if reply is not None else history,
-        state=dump_state(state),
+        state=session.saved(),
         config_digest=digest,
         toolset_digest=toolset_digest(session.tools),
         created=datetime.now(UTC),

@@ -303,8 +303,14 @@ class Compactor:
                 f"the {', '.join(changed)} changed since it was taken",
                 changed=changed,
             )
-        self._sessions.pop(session_id, None)
-        session = self._session(session_id)
+        session = self._sessions[session_id] = Session(
+            key,
+            sessions=self.sessions,
+            tool_results=self.tool_results,
+            meter=self.meter,
+            config=self.config,
+            saved=latest.state,
+        )
         session.tools = list(tools) if tools else None
         return [dict(message) for message in latest.messages]
 

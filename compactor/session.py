@@ -25,7 +25,7 @@ from compactor.messages import (
     validate,
 )
 from compactor.prompts import render
-from compactor.state import INPUT, Condensed, SessionState
+from compactor.state import INPUT, Condensed, SessionState, dump_state, load_state
 from compactor.stores import Lease, SessionKey, SessionStore, ToolResultStore
 from compactor.strategies import build_view
 from compactor.tokens import TokenMeter
@@ -84,6 +84,7 @@ class Session:
         tool_results: ToolResultStore,
         meter: TokenMeter,
         config: CompactorConfig,
+        saved: dict[str, Any] | None = None,
     ) -> None:
         self.key = key
         self.sessions = sessions
@@ -91,6 +92,8 @@ class Session:
         self.meter = meter
         self.config = config
         self.state = SessionState()
+        self.seq = 0
+        """Position in the log of the last event folded into the state."""
         self.sent: Sent | None = None
         self.tools: list[dict[str, Any]] | None = None
         """The tools of the session's last compaction."""
@@ -101,14 +104,26 @@ class Session:
         self._replacements: dict[tuple[str, Level], tuple[Message, Message]] = {}
         self._calls: dict[tuple[tuple[str, Level], ...], tuple[Message, Message]] = {}
         self._condensed: tuple[Condensed, Message] | None = None
-        self.reload()
+        self.reload(saved)
 
-    def reload(self) -> None:
-        """Fold the session's log again (another process may have written to it)."""
+    def reload(self, saved: dict[str, Any] | None = None) -> None:
+        """Fold the session's log again (another process may have written to it).
+
+        Args:
+            saved: a checkpoint's state (see ``saved``): folding starts from it, and only the
+                events logged after it are applied.
+        """
         self.flush()
-        self.state = SessionState()
-        for event in self.sessions.read(self.key):
-            self.state.apply(event)
+        self.state = load_state(saved["state"]) if saved else SessionState()
+        self.seq = saved["seq"] if saved else 0
+        for entry in self.sessions.entries(self.key):
+            if entry.seq > self.seq:
+                self.state.apply(entry.event)
+                self.seq = entry.seq
+
+    def saved(self) -> dict[str, Any]:
+        """The state as a checkpoint keeps it: where in the log it stands, and what it is."""
+        return {"seq": self.seq, "state": dump_state(self.state)}
 
     def append(self, event: Event) -> Event:
         """Log an event, then fold it into the state.
@@ -118,7 +133,7 @@ class Session:
         """
         event = self._in_run(event)
         self.flush()
-        self.sessions.append(self.key, event, lease=self.lease())
+        self.seq = self.sessions.append(self.key, event, lease=self.lease()).seq
         self.state.apply(event)
         return event
 
@@ -138,7 +153,8 @@ class Session:
     def flush(self) -> None:
         """Log the deferred tool-result events."""
         if self._pending:
-            self.sessions.append_many(self.key, self._pending, lease=self.lease())
+            entries = self.sessions.append_many(self.key, self._pending, lease=self.lease())
+            self.seq = entries[-1].seq
             self._pending = []
 
     def _in_run(self, event: E) -> E:

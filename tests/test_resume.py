@@ -122,3 +122,21 @@ def test_a_tenant_cannot_reach_another_tenants_session(tmp_path: Path) -> None:
         other.compact(history(["mine"]), session_id="shared-id")
     with pytest.raises(AccessDeniedError):
         other.read_tool_result("shared-id", "t1")
+
+
+def test_resume_starts_from_the_checkpoint_and_applies_what_was_logged_after(
+    tmp_path: Path,
+) -> None:
+    first = fresh(tmp_path)
+    first.compact(history(["one " * 100]), session_id="s")
+    first.record_usage("s", {"usage": {"prompt_tokens": 90, "completion_tokens": 2}})
+    first.compact(history(["one " * 100, "two " * 100]), session_id="s")  # after it
+    first.close()  # logs the new result's event, after the checkpoint
+    second = fresh(tmp_path)
+    checkpoint = second.sessions.checkpoints(second._key("s"))[-1]
+    assert checkpoint.state["seq"] < len(second.events("s"))
+    messages = second.resume("s")
+    assert messages == history(["one " * 100])  # the history at the checkpoint
+    state = second._session("s").state
+    assert list(state.results) == ["t1", "t2"]  # t2 was logged after the checkpoint
+    assert second.read_tool_result("s", "t2").endswith("two ")

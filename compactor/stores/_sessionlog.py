@@ -8,6 +8,7 @@ hold the session's lock around all of it.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -54,7 +55,7 @@ class SessionLog:
     rows: dict[str, tuple[int, int]] = field(default_factory=dict)
     """``entry_id -> (offset, length)`` of every entry line."""
 
-    @property
+    @functools.cached_property
     def blobs(self) -> BlobStore:
         """The session's blobs (payloads too large to inline, checkpoint messages)."""
         return BlobStore(self.path.parent / "blobs")

@@ -39,15 +39,24 @@ class BlobStore:
     def __init__(self, folder: Path, *, durable: bool = True) -> None:
         self.folder = folder
         self.durable = durable
+        self._known: set[str] = set()
+        """Digests this store wrote or found intact: a checkpoint puts the whole history
+        again every call, and only its new messages should cost a system call."""
 
     def put(self, data: bytes) -> BlobRef:
         """Store ``data`` (once: an intact blob with the same digest is kept as it is)."""
         ref = BlobRef(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
-        path = self.folder / ref.sha256
-        if path.is_file() and path.stat().st_size == ref.size:
+        if ref.sha256 in self._known:
             return ref
-        make_dirs(self.folder, durable=self.durable)
-        write_atomic(path, data, durable=self.durable)
+        path = self.folder / ref.sha256
+        try:
+            present = path.stat().st_size == ref.size
+        except FileNotFoundError:
+            present = False
+        if not present:
+            make_dirs(self.folder, durable=self.durable)
+            write_atomic(path, data, durable=self.durable)
+        self._known.add(ref.sha256)
         return ref
 
     def get(self, ref: BlobRef) -> bytes:
