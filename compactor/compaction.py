@@ -91,15 +91,17 @@ class Compaction:
         self.target = target
         self.payback = payback
         self.floor: Tier = "none"
+        self.view: list[Message] = []
+        self.current = Measure(0, 0, "")
         self.condensed = session.condensed_for(messages)
         self.events: list[Event] = []
         self.head = head_end(messages)
 
     def run(self, floor: Tier = "none") -> Generator[SummaryRequest, SummaryReply, CompactResult]:
         """Compact until usage is under the summary line (or the tier ``floor`` is reached)."""
-        view = self._view(self.session.state.archive, self.condensed)
-        measure = self._measure(view)
-        before = measure.tokens
+        self.view = self._view(self.session.state.archive, self.condensed)
+        self.current = self._measure(self.view)
+        before = self.current.tokens
         if self.session.state.raise_tier and self.trigger == "pre_call":
             # The last call stopped at its length limit while the context was full.
             floor = max(floor, higher(band(before / self.window, self.config)), key=rank)
@@ -107,16 +109,19 @@ class Compaction:
         tier = start_tier(before / self.window, floor, self.config)
         self.floor = floor
         while tier != "none":
-            if (yield from self._apply(tier, measure.tokens)):
-                view = self._view(self.session.state.archive, self.condensed)
-                measure = self._measure(view)
-            if rank(tier) >= rank(floor) and measure.tokens < self._line:
+            yield from self._apply(tier, self.current.tokens)
+            if rank(tier) >= rank(floor) and self.current.tokens < self._line:
                 break
-            tier = self._next_tier(tier, measure.tokens)
+            tier = self._next_tier(tier, self.current.tokens)
+        measure = self.current
         self.session.sent = Sent(
-            measure.tokens, measure.local, measure.digest, len(view), self.window
+            measure.tokens, measure.local, measure.digest, len(self.view), self.window
         )
-        return self._result(view, measure.tokens, before)
+        return self._result(self.view, measure.tokens, before)
+
+    def _adopt(self, view: list[Message], measure: Measure) -> None:
+        """A step changed the context: this is what is sent now (measured once)."""
+        self.view, self.current = view, measure
 
     @property
     def _line(self) -> float:
@@ -163,17 +168,18 @@ class Compaction:
         changes = archive(slots, keep=keep, level=level)
         if not changes:
             return False
-        before = self._view(self.session.state.archive, self.condensed)
+        before = self.view
         after = self._view({**self.session.state.archive, **changes}, self.condensed)
         forced = rank(tier) <= rank(self.floor) or tokens >= self._line
         if not forced and not self._pays(before, after):
             return False
+        after_measure = self._measure(after)
         self._record(
             CompactionEvent(
                 tier="offload" if tier == "offload" else "placeholder",
                 trigger=self.trigger,
                 tokens_before=tokens,
-                tokens_after=self._measure(after).tokens,
+                tokens_after=after_measure.tokens,
                 window=self.window,
                 messages_before=len(before),
                 messages_after=len(after),
@@ -182,6 +188,7 @@ class Compaction:
                 duration_ms=_since(started),
             )
         )
+        self._adopt(after, after_measure)
         return True
 
     def _pays(self, before: list[Message], after: list[Message]) -> bool:
@@ -255,9 +262,10 @@ class Compaction:
             "",
             tuple(self._archived_after(boundary)),
         )
-        before = self._view(state.archive, self.condensed)
+        before = self.view
         after = self._view(state.archive, condensed)
-        tokens_after = self._measure(after).tokens
+        after_measure = self._measure(after)
+        tokens_after = after_measure.tokens
         if tokens_after >= self._line:
             reason = f"the summary leaves usage at {tokens_after / self.window:.0%}"
             return self._attempt_failed(attempt, reason, tokens, written.usage())
@@ -282,6 +290,7 @@ class Compaction:
                 head=self.head,
             )
         )
+        self._adopt(after, after_measure)
         return True
 
     def _attempt_failed(
@@ -334,9 +343,10 @@ class Compaction:
         condensed = Condensed(
             "replan", self.head, end, self._digest(end), summary, written.text, handles
         )
-        before = self._view(self.session.state.archive, self.condensed)
+        before = self.view
         after = self._view(self.session.state.archive, condensed)
-        tokens_after = self._measure(after).tokens
+        after_measure = self._measure(after)
+        tokens_after = after_measure.tokens
         if tokens_after > self.window:
             self._fail(tokens_after, "the replanned context still does not fit the window")
         self.condensed = condensed
@@ -359,6 +369,7 @@ class Compaction:
                 head=self.head,
             )
         )
+        self._adopt(after, after_measure)
         return True
 
     def _fail(self, tokens: int, reason: str, cause: BaseException | None = None) -> NoReturn:
