@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import sysconfig
 import tempfile
@@ -12,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from compactor.compactor import Compactor
+from compactor.compactor import Compactor, default_home
 from compactor.config import CompactorConfig
 from compactor.events import CompactionEvent, ModelCallEvent, describe, dump_event
 from compactor.messages import Message
@@ -78,7 +77,7 @@ def _session_parsers(commands: Any) -> None:
 
 
 def _store(args: argparse.Namespace) -> JsonlSessionStore:
-    home = args.home or Path(os.environ.get("COMPACTOR_HOME") or ".compactor")
+    home = args.home or default_home()
     return JsonlSessionStore(home / "sessions", fsync="never")
 
 

@@ -24,6 +24,7 @@ from compactor.events import (
     SummaryFailedEvent,
     Tier,
     Trigger,
+    tier_of,
 )
 from compactor.messages import Message, text_of
 from compactor.session import Results, Sent, Session
@@ -129,7 +130,7 @@ class Compaction:
 
     def _result(self, view: list[Message], tokens: int, before: int) -> CompactResult:
         applied = [e for e in self.events if isinstance(e, CompactionEvent | ReplanEvent)]
-        tier: Tier = max((_tier_of(e) for e in applied), key=rank, default="none")
+        tier: Tier = max((tier_of(e) for e in applied), key=rank, default="none")
         last = applied[-1] if applied else None
         return CompactResult(view, tier, tokens, before, self.window, last, tuple(self.events))
 
@@ -417,10 +418,6 @@ class Compaction:
     def _kept_after(self, boundary: int) -> list[str]:
         archive = self.session.state.archive
         return [p.handle for p in self.results if p.index >= boundary and p.handle not in archive]
-
-
-def _tier_of(event: Event) -> Tier:
-    return event.tier if isinstance(event, CompactionEvent) else "replan"
 
 
 def _since(started: float) -> float:

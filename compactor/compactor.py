@@ -49,7 +49,13 @@ from compactor.stores import (
 from compactor.strategies import higher
 from compactor.strategies.summary import Target
 from compactor.summarizer import Summarizer
-from compactor.tokens import TokenMeter, model_window, payback_ratio
+from compactor.tokens import (
+    TokenMeter,
+    encoding_name,
+    model_window,
+    payback_ratio,
+    text_counter,
+)
 from compactor.tool import TOOL_NAME, parse_arguments, schema
 
 T = TypeVar("T")
@@ -57,6 +63,11 @@ Tools = Sequence[dict[str, Any]] | None
 
 # The summariser's tokenizer may differ from ours: leave it a tenth of its window to spare.
 _SUMMARY_MARGIN = 0.9
+
+
+def default_home() -> Path:
+    """Where the embedded stores live unless told: ``$COMPACTOR_HOME``, else ``.compactor``."""
+    return Path(os.environ.get("COMPACTOR_HOME") or ".compactor")
 
 
 class Compactor:
@@ -92,7 +103,7 @@ class Compactor:
         self.model = model
         self.config = config or CompactorConfig()
         self.window = model_window(model, self.config.context_window)
-        self.home = Path(home or os.environ.get("COMPACTOR_HOME") or ".compactor")
+        self.home = Path(home) if home else default_home()
         self.tenant = check_id(tenant, "tenant")
         self.user = None if user is None else check_id(user, "user")
         self.tool_results = tool_results or DiskToolResultStore(self.home / "tool_results")
@@ -366,15 +377,19 @@ class Compactor:
     def _summary_target(self) -> Target:
         model = self.config.summary_model or self.model
         same = model == self.model
-        window = self.window if same else model_window(model)
-        meter = self.meter if same else TokenMeter(model)
+        window = self.window if same else model_window(model)  # an unknown model fails now
+        encoding = encoding_name(model)
+
+        def count(text: str) -> int:  # the tokenizer loads on the first summary, if ever
+            return text_counter(encoding)(text)
+
         budget = int((window - self.config.summary_max_tokens) * _SUMMARY_MARGIN)
         return Target(
             model,
             budget,
             self.config.summary_max_tokens,
             self.config.summary_timeout,
-            meter.count_text,
+            count,
             self.config.templates,
         )
 
@@ -395,8 +410,6 @@ class Compactor:
             )
             self._sessions[session_id] = session
         return session
-
-    # -- READ_TOOL_RESULT -------------------------------------------------------------------
 
     # -- wrapped calls ----------------------------------------------------------------------
 

@@ -172,6 +172,11 @@ def dump_event(event: Event) -> dict[str, Any]:
     return event.model_dump(mode="json")
 
 
+def tier_of(event: CompactionEvent | ReplanEvent) -> Tier:
+    """The tier a compaction or replan event applied."""
+    return event.tier if isinstance(event, CompactionEvent) else "replan"
+
+
 def describe(event: Event) -> str:
     """One line saying what an event records, for people reading a log."""
     if isinstance(event, ModelCallEvent):
@@ -183,7 +188,7 @@ def describe(event: Event) -> str:
     if isinstance(event, ToolResultEvent):
         return f"{event.handle} = {event.tool_name} {event.tool_call_id}: {event.chars:,} chars"
     if isinstance(event, CompactionEvent | ReplanEvent):
-        tier = event.tier if isinstance(event, CompactionEvent) else "replan"
+        tier = tier_of(event)
         return (
             f"{tier} ({event.trigger}): {event.tokens_before:,} -> {event.tokens_after:,} "
             f"of {event.window:,} tokens, {len(event.archived)} archived"

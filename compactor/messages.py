@@ -30,16 +30,6 @@ class ToolGroup:
     result_indices: tuple[int, ...]
 
 
-def tool_call_ids(message: Message) -> list[str]:
-    """Ids of the tool calls an assistant message makes, in order."""
-    return [call["id"] for call in message.get("tool_calls") or ()]
-
-
-def is_tool_result(message: Message) -> bool:
-    """Whether a message is a tool message answering a call."""
-    return message.get("role") == "tool"
-
-
 def text_of(content: object) -> str:
     """The text of a message content: a string, None, or a list of parts."""
     if content is None:

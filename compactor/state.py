@@ -110,11 +110,6 @@ class SessionState:
             return self.results[handles[0]]
         return handles or None
 
-    def archived_handles(self) -> list[str]:
-        """Handles of every stored result not shown in full, oldest first."""
-        covered = set(self.condensed.handles) if self.condensed else set()
-        return [h for h in self.results if h in self.archive or h in covered]
-
     def _apply_result(self, event: ToolResultEvent) -> None:
         self.handles[event.digest] = event.handle
         self.results[event.handle] = ResultInfo(

@@ -424,3 +424,18 @@ def test_append_many_with_a_lost_lease_lands_nothing(opener: Opener) -> None:
     with pytest.raises(LeaseLostError):
         store.append_many(KEY, [call("x"), call("y")], lease=stale)
     assert models(opener()) == []
+
+
+def test_a_lease_of_a_process_in_another_pid_namespace_is_never_judged_dead() -> None:
+    import os
+    import socket
+
+    from compactor.stores.lease import abandoned, new_owner
+
+    here = new_owner()
+    host, namespace, pid, nonce = here.split(":")
+    assert (host, pid) == (socket.gethostname(), str(os.getpid())) and not abandoned(here)
+    gone = 2**22 + 17  # no such process
+    assert abandoned(f"{host}:{namespace}:{gone}:{nonce}")
+    assert not abandoned(f"{host}:other-namespace:{gone}:{nonce}")  # a container's pid 17
+    assert not abandoned(f"another-host:{namespace}:{gone}:{nonce}")

@@ -54,8 +54,8 @@ class LiteLLMSummarizer:
 
 
 def _reply(request: SummaryRequest, response: object) -> SummaryReply:
-    choices = field(response, "choices") or [None]
-    text = field(field(choices[0], "message"), "content") if choices[0] is not None else None
+    choices = field(response, "choices") or ()
+    text = field(field(choices[0], "message"), "content") if choices else None
     usage = usage_of(response)
     input_tokens = usage.input_tokens if usage else None
     output_tokens = usage.output_tokens if usage else None

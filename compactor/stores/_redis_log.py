@@ -10,13 +10,10 @@ every record checked.
 from __future__ import annotations
 
 import hashlib
-import os
-import socket
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
-from uuid import uuid4
 
 import redis
 
@@ -49,7 +46,15 @@ from compactor.stores._redis_codec import (
 from compactor.stores._rules import check_access, check_checkpoint, to_prune
 from compactor.stores._tree import Tree, new_branch_id, new_entry_id
 from compactor.stores.base import MAIN, Checkpoint, Entry, Lease, SessionKey, check_id
-from compactor.stores.lease import LeaseRecord, abandoned, as_lease, check_owner, check_ttl, grant
+from compactor.stores.lease import (
+    LeaseRecord,
+    abandoned,
+    as_lease,
+    check_owner,
+    check_ttl,
+    grant,
+    new_owner,
+)
 
 Reply = list[Any]
 Arg = bytes | str | int | float
@@ -86,7 +91,7 @@ class RedisSessionStore:
             raise ValueError(f"inline_payload_max_bytes must be an integer >= 0, not {limit!r}")
         self.prefix = check_prefix(prefix)
         self.inline_payload_max_bytes = limit
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex}"
+        self.owner = new_owner()
         """The lease owner ``acquire`` uses when it is given none: random, and naming this
         process, so that a lease it leaves behind when it dies is taken over at once."""
         self._client = connect(client_or_url)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import diskcache
 
+from compactor.errors import StoreError
 from compactor.stores.base import SessionKey
 
 
@@ -28,8 +32,13 @@ class DiskToolResultStore:
         )
 
     def put(self, key: SessionKey, handle: str, text: str) -> None:
-        """Store the full output under ``handle``; durable when this returns."""
-        self._cache.set(_key(key, handle), text.encode("utf-8", "surrogatepass"))
+        """Store the full output under ``handle``; durable when this returns.
+
+        Raises:
+            StoreError: the cache could not write it.
+        """
+        with self._translated():
+            self._cache.set(_key(key, handle), text.encode("utf-8", "surrogatepass"))
 
     def read(self, key: SessionKey, handle: str, offset: int, limit: int) -> str | None:
         """A slice of a stored output; None if unknown."""
@@ -42,10 +51,18 @@ class DiskToolResultStore:
         return None if text is None else len(text)
 
     def _text(self, key: SessionKey, handle: str) -> str | None:
-        data = self._cache.get(_key(key, handle))
+        with self._translated():
+            data = self._cache.get(_key(key, handle))
         if data is None:
             return None
         return bytes(data).decode("utf-8", "surrogatepass")
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"tool-result store at {self.directory}: {exc}") from exc
 
     def close(self) -> None:
         """Close the cache's database connection."""

@@ -38,8 +38,6 @@ of the first bad line, and the file is left byte-for-byte untouched.
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 import weakref
 from collections.abc import Iterator, Sequence
@@ -47,9 +45,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
-from uuid import uuid4
 
-from compactor.errors import AccessDeniedError, LeaseLostError, SessionCorruptedError
+from compactor.errors import AccessDeniedError, LeaseLostError, SessionCorruptedError, StoreError
 from compactor.events import Event, dump_event
 from compactor.stores._checkpoints import CheckpointFiles
 from compactor.stores._files import (
@@ -77,6 +74,7 @@ from compactor.stores.lease import (
     check_ttl,
     check_writer,
     grant,
+    new_owner,
     read_record,
     released,
     renewed,
@@ -114,7 +112,7 @@ class JsonlSessionStore:
         self.directory = Path(directory)
         self.fsync: FsyncPolicy = fsync
         self.inline_payload_max_bytes = inline_payload_max_bytes
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:8]}"
+        self.owner = new_owner()
         """The lease owner ``acquire`` uses when it is given none."""
         self._logs: dict[tuple[str, str], SessionLog] = {}
         self._claims: dict[str, str] = {}
@@ -338,24 +336,26 @@ class JsonlSessionStore:
     def _existing(self, key: SessionKey) -> Iterator[SessionLog | None]:
         """The session's verified log under its lock; None if the session was never written."""
         folder = self.directory / key.tenant / key.session_id
-        if not self._claimed(key, create=False) or not (folder / LOG).is_file():
-            yield None
-            return
-        with locked(folder / _LOCK):
-            yield self._open(key, folder)
+        with _translated(folder):
+            if not self._claimed(key, create=False) or not (folder / LOG).is_file():
+                yield None
+                return
+            with locked(folder / _LOCK):
+                yield self._open(key, folder)
 
     @contextmanager
     def _created(self, key: SessionKey) -> Iterator[SessionLog]:
         """The session's verified log under its lock, creating the session if needed."""
         folder = self.directory / key.tenant / key.session_id
         fresh = (key.tenant, key.session_id) not in self._logs  # else claimed and created
-        if fresh:
-            self._claimed(key, create=True)
-            make_dirs(folder)
-        with locked(folder / _LOCK):
-            if fresh and not (folder / LOG).is_file():
-                write_atomic(folder / LOG, encode(_new_header(key)))
-            yield self._open(key, folder)
+        with _translated(folder):
+            if fresh:
+                self._claimed(key, create=True)
+                make_dirs(folder)
+            with locked(folder / _LOCK):
+                if fresh and not (folder / LOG).is_file():
+                    write_atomic(folder / LOG, encode(_new_header(key)))
+                yield self._open(key, folder)
 
     def _claimed(self, key: SessionKey, *, create: bool) -> bool:
         """Whether the session id is claimed (claiming it for ``key`` when ``create``).
@@ -409,6 +409,15 @@ class JsonlSessionStore:
     @staticmethod
     def _checkpoint_files(log: SessionLog) -> CheckpointFiles:
         return CheckpointFiles(log.path.parent / "checkpoints", log.blobs)
+
+
+@contextmanager
+def _translated(folder: Path) -> Iterator[None]:
+    """The file system's errors, as the store's: callers catch StoreError, not OSError."""
+    try:
+        yield
+    except OSError as exc:
+        raise StoreError(f"session store at {folder}: {exc}") from exc
 
 
 def _read_claim(path: Path) -> str | None:

@@ -14,6 +14,7 @@ import math
 import os
 import socket
 from pathlib import Path
+from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -39,23 +40,37 @@ class LeaseRecord(BaseModel):
         return self.owner is not None and self.expires_at > now and not abandoned(self.owner)
 
 
+def new_owner() -> str:
+    """A lease owner naming this process: ``host:pid-namespace:pid:nonce``."""
+    return f"{socket.gethostname()}:{_pid_namespace()}:{os.getpid()}:{uuid4().hex[:12]}"
+
+
 def abandoned(owner: str) -> bool:
     """Whether ``owner`` names a process of this machine that no longer runs.
 
-    Owners are ``host:pid:nonce``. A writer that crashed on this machine leaves a lease that
-    would otherwise block its own restart until the lease expires.
+    A writer that crashed on this machine leaves a lease that would otherwise block its own
+    restart until the lease expires. Only an owner of this host and of this PID namespace
+    can be judged: containers may share a host name but not their process ids.
     """
-    host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
+    parts = owner.split(":")
+    if len(parts) != 4 or parts[:2] != [socket.gethostname(), _pid_namespace()]:
+        return False
+    if not parts[2].isdigit():
         return False
     try:
-        os.kill(int(pid), 0)
+        os.kill(int(parts[2]), 0)
     except ProcessLookupError:
         return True
     except PermissionError:
         return False  # it runs, under another user
     return False
+
+
+def _pid_namespace() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "-"
 
 
 def check_ttl(ttl: float) -> float:
