@@ -75,7 +75,8 @@ def take(session: Session, digest: str, reply: Message | None) -> Checkpoint | N
     if history is None:
         return None
     state = session.state
-    return Checkpoint(
+    # Built from values compactor made itself: skip re-validating a whole history each call.
+    return Checkpoint.model_construct(
         schema_version=CHECKPOINT_SCHEMA,
         checkpoint_id=uuid4().hex,
         session_id=session.key.session_id,

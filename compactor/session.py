@@ -153,6 +153,7 @@ class Session:
     def flush(self) -> None:
         """Log the deferred tool-result events."""
         if self._pending:
+            self.tool_results.sync()  # the outputs before the events that point to them
             entries = self.sessions.append_many(self.key, self._pending, lease=self.lease())
             self.seq = entries[-1].seq
             self._pending = []

@@ -159,3 +159,34 @@ def test_nothing_archived_ever_moves_back_to_a_larger_form(
         for h in levels
         if levels[h] == "placeholder"
     )
+
+
+def test_outputs_are_made_durable_before_the_log_points_to_them(tmp_path: Path) -> None:
+    from compactor import DiskToolResultStore, MemorySessionStore
+
+    order: list[str] = []
+
+    class Watched(DiskToolResultStore):
+        def put(self, key, handle, text):  # type: ignore[no-untyped-def]
+            order.append(f"put {handle}")
+            super().put(key, handle, text)
+
+        def sync(self) -> None:
+            order.append("sync")
+            super().sync()
+
+    class Log(MemorySessionStore):
+        def append_many(self, key, events, **kwargs):  # type: ignore[no-untyped-def]
+            order.append(f"log {len(events)}")
+            return super().append_many(key, events, **kwargs)
+
+    compactor = Compactor(
+        "gpt-4o",
+        config=CompactorConfig(context_window=100_000),
+        tool_results=Watched(tmp_path),
+        sessions=Log(),
+    )
+    compactor.compact(history(["a" * 300, "b" * 300]), session_id="s")
+    assert order == ["log 1", "put t1", "put t2"]  # run_started; then no sync in compact()
+    compactor.record_usage("s", {"usage": {"prompt_tokens": 99, "completion_tokens": 1}})
+    assert order[3:] == ["sync", "log 2", "log 1"]  # outputs, their events, the model call

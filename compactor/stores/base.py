@@ -118,6 +118,10 @@ class ToolResultStore(Protocol):
         """Length in characters of a stored output; None if unknown."""
         ...
 
+    def sync(self) -> None:
+        """Make every put so far durable (nothing to do where each put already is)."""
+        ...
+
 
 @runtime_checkable
 class SessionStore(Protocol):

@@ -17,9 +17,10 @@ class DiskToolResultStore:
     """Tool outputs in a local diskcache folder, shared by the processes of one machine.
 
     Outputs are stored as UTF-8 bytes in SQLite, never pickled (lone surrogates, which some
-    tools print, round-trip). Every write is synced before it returns, like the session
-    log's: the log may already point to an output it archived, so the output must be on disk
-    first. Eviction is off: a result READ_TOOL_RESULT may still need is never dropped.
+    tools print, round-trip). A put survives a crash of the process when it returns (SQLite's
+    write-ahead log); ``sync`` makes every put so far survive a power loss too, and the
+    session calls it before it logs anything that points to an output. Eviction is off: a
+    result READ_TOOL_RESULT may still need is never dropped.
     """
 
     def __init__(self, directory: str | Path) -> None:
@@ -27,8 +28,7 @@ class DiskToolResultStore:
         self._cache = diskcache.Cache(
             str(self.directory),
             eviction_policy="none",
-            sqlite_synchronous=2,  # FULL: a committed write survives a power loss
-            disk_min_file_size=_IN_SQLITE,  # diskcache's own files are not fsynced
+            disk_min_file_size=_IN_SQLITE,  # diskcache's own files are never fsynced
         )
 
     def put(self, key: SessionKey, handle: str, text: str) -> None:
@@ -56,6 +56,15 @@ class DiskToolResultStore:
         if data is None:
             return None
         return bytes(data).decode("utf-8", "surrogatepass")
+
+    def sync(self) -> None:
+        """Make every put so far durable: a checkpoint of SQLite's write-ahead log syncs it.
+
+        Raises:
+            StoreError: the database could not be synced.
+        """
+        with self._translated(), sqlite3.connect(self.directory / "cache.db") as connection:
+            connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     @contextmanager
     def _translated(self) -> Iterator[None]:

@@ -52,6 +52,9 @@ class MemoryToolResultStore:
         text = self._texts.get((key.tenant, key.session_id, handle))
         return None if text is None else len(text)
 
+    def sync(self) -> None:
+        """Nothing outlives the process here: nothing to sync."""
+
 
 @dataclass
 class _Session:
