@@ -34,9 +34,7 @@ class ResultInfo:
 
     handle: str
     tool_call_id: str
-    tool: str
     chars: int
-    tokens: int
 
 
 @dataclass(frozen=True)
@@ -112,9 +110,7 @@ class SessionState:
 
     def _apply_result(self, event: ToolResultEvent) -> None:
         self.handles[event.digest] = event.handle
-        self.results[event.handle] = ResultInfo(
-            event.handle, event.tool_call_id, event.tool_name, event.chars, event.tokens
-        )
+        self.results[event.handle] = ResultInfo(event.handle, event.tool_call_id, event.chars)
         if event.handle.endswith(INPUT):
             return  # a call's arguments: reached through its result's handle
         self.numbered += 1

@@ -54,7 +54,7 @@ class Anchor:
     local: int
     """The local count of the same request."""
     sent_digest: str
-    """Digest of the tools and messages that were sent (see ``TokenMeter.prefix_digest``)."""
+    """Digest of the tools and messages that were sent (see ``Measure.digest``)."""
     sent_count: int
     """How many messages were sent."""
     completion: int | None
@@ -264,15 +264,6 @@ class TokenMeter:
         """The local count of a whole request."""
         total = sum(self._measure(message).tokens for message in messages)
         return total + self.tools_tokens(tools) + _REPLY_PRIMING
-
-    def prefix_digest(
-        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None
-    ) -> str:
-        """A digest of the tools and messages of a request, to recognise it as a prefix later."""
-        hasher = _tools_hasher(tools)
-        for message in messages:
-            hasher.update(self._measure(message).key)
-        return hasher.hexdigest()
 
     def measure(
         self,

@@ -63,7 +63,7 @@ def anchor_for(meter: TokenMeter, messages: list, reported: int, completion: int
     return Anchor(
         reported=reported,
         local=meter.count(messages, None),
-        sent_digest=meter.prefix_digest(messages, None),
+        sent_digest=meter.measure(messages, None, None).digest,
         sent_count=len(messages),
         completion=completion,
     )
